@@ -1,0 +1,543 @@
+"""Pure builders: filters, pipelines, write requests and index definitions.
+
+Everything here takes arguments and returns dicts, lists or small frozen
+dataclasses; nothing touches the network or a store. User input reaches MQL only
+as *values* under operators this module wrote itself: field names and operators
+from a filter are checked against an allow-list first, and namespace labels are
+``re.escape``-d before they go into a ``$regex``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from langgraph.store.base import MatchCondition
+
+from mongostore._codec import ancestor_paths, item_id, namespace_path, vector_id
+from mongostore.errors import InvalidFilterError
+
+Role = Literal["items", "vectors"]
+
+# Operators of LangGraph's filter contract, plus the safe extensions.
+COMPARISON_OPS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+EXTENSION_OPS = frozenset({"$in", "$nin", "$exists"})
+LOGICAL_OPS = frozenset({"$and", "$or"})
+
+ITEM_SORT: list[tuple[str, int]] = [("updated_at", -1), ("path", 1), ("key", 1)]
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def prefix_filter(namespace_prefix: tuple[str, ...], field_name: str = "path") -> dict[str, Any]:
+    """Items whose namespace starts with the prefix: an anchored, option-free ``$regex``.
+
+    ``("a",)`` becomes ``{"path": {"$regex": "^a\\."}}``: it matches ``("a", "b")`` and never
+    ``("ab",)``, and the server scans only the index range of the literal prefix.
+    The empty prefix matches everything and adds no condition.
+    """
+    if not namespace_prefix:
+        return {}
+    return {field_name: {"$regex": "^" + re.escape(namespace_path(namespace_prefix))}}
+
+
+def not_expired(now: datetime) -> dict[str, Any]:
+    """Documents without an expiry, or whose expiry is still ahead."""
+    return {"expires_at": {"$not": {"$lte": now}}}
+
+
+def _condition_regex(cond: MatchCondition) -> str:
+    parts = ["[^.]+" if label == "*" else re.escape(label) for label in cond.path]
+    body = "".join(p + r"\." for p in parts)
+    if cond.match_type == "prefix":
+        return "^" + body
+    if cond.match_type == "suffix":
+        return r"(?:^|\.)" + body + "$"
+    raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
+
+
+def namespaces_match(conditions: Sequence[MatchCondition] | None) -> dict[str, Any]:
+    """A ``$match`` filter for list_namespaces conditions (``*`` = exactly one label).
+
+    Each condition is a regex on ``path``; a prefix's leading literal labels keep
+    the index range, and ``depth`` checks the length so ``("a", "*")`` needs two labels.
+    """
+    clauses: list[dict[str, Any]] = []
+    for cond in conditions or ():
+        if not cond.path:
+            continue
+        clauses.append({"path": {"$regex": _condition_regex(cond)}})
+        clauses.append({"depth": {"$gte": len(cond.path)}})
+    if not clauses:
+        return {}
+    if len(clauses) == 2:
+        return {**clauses[0], **clauses[1]}
+    return {"$and": clauses}
+
+
+def list_namespaces_pipeline(
+    conditions: Sequence[MatchCondition] | None,
+    max_depth: int | None,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """Distinct namespaces (truncated to ``max_depth``) that satisfy the conditions.
+
+    Sorting and paging happen after this, on namespace tuples: MongoDB sorts arrays
+    by their smallest element, not lexicographically, so a server-side ``$sort``
+    could not give LangGraph's order.
+    """
+    match: dict[str, Any] = namespaces_match(conditions)
+    if now is not None:
+        match = {"$and": [match, not_expired(now)]} if match else not_expired(now)
+    ns: Any = "$namespace" if max_depth is None else {"$slice": ["$namespace", max_depth]}
+    pipeline: list[dict[str, Any]] = []
+    if match:
+        pipeline.append({"$match": match})
+    pipeline.append({"$group": {"_id": ns}})
+    return pipeline
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def _reject(msg: str) -> InvalidFilterError:
+    return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)")
+
+
+def _check_literal(value: Any, where: str) -> None:
+    """Operator operands are data: no ``$`` field names may hide inside them."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str) or k.startswith("$"):
+                raise _reject(f"filter {where}: operator {k!r} is not allowed inside a value")
+            _check_literal(v, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _check_literal(v, where)
+
+
+def _check_field_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise _reject(f"filter field {name!r} must be a non-empty string")
+    if name.startswith("$"):
+        raise _reject(f"filter operator {name!r} is not supported")
+    if "." in name or "\x00" in name:
+        raise InvalidFilterError(
+            f"filter field {name!r}: field names cannot contain '.' or NUL; "
+            "match nested fields with a nested dict, e.g. {'meta': {'a': 1}}"
+        )
+    return name
+
+
+def _equality(path: str, value: Any) -> list[dict[str, Any]]:
+    """Exact equality as in LangGraph's stores; dicts match by containment."""
+    if isinstance(value, Mapping):
+        if not value:
+            return [{path: {"$type": "object"}}]
+        clauses: list[dict[str, Any]] = []
+        for k, v in value.items():
+            clauses.extend(_equality(f"{path}.{_check_field_name(k)}", v))
+        return clauses
+    _check_literal(value, path)
+    if isinstance(value, (list, tuple)):
+        return [{path: {"$eq": list(value)}}]
+    if value is None:
+        return [{path: None}]
+    # A bare MongoDB equality also matches arrays that contain the value; LangGraph's don't.
+    return [{path: {"$eq": value, "$not": {"$type": "array"}}}]
+
+
+def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cond: dict[str, Any] = {}
+    for op, operand in ops.items():
+        if op in COMPARISON_OPS:
+            _check_literal(operand, f"{path} {op}")
+            cond[op] = list(operand) if isinstance(operand, tuple) else operand
+        elif op in ("$in", "$nin"):
+            if not isinstance(operand, (list, tuple)):
+                raise InvalidFilterError(f"filter {path}: {op} takes a list, got {type(operand).__name__}")
+            _check_literal(operand, f"{path} {op}")
+            cond[op] = list(operand)
+        elif op == "$exists":
+            if not isinstance(operand, bool):
+                raise InvalidFilterError(f"filter {path}: $exists takes true or false")
+            cond[op] = operand
+        else:
+            raise _reject(f"filter {path}: operator {op!r} is not supported")
+    return [{path: cond}]
+
+
+def _field_clauses(name: str, spec: Any, base: str) -> list[dict[str, Any]]:
+    path = f"{base}.{_check_field_name(name)}"
+    if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+        return _operators(path, spec)
+    if isinstance(spec, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in spec):
+        raise _reject(f"filter {path}: do not mix operators and field names in one dict")
+    return _equality(path, spec)
+
+
+def value_filter(filter: Mapping[str, Any] | None, base: str = "value") -> dict[str, Any]:
+    """A LangGraph search filter on top-level ``value`` fields -> MQL on ``base.<field>``.
+
+    Raises ``InvalidFilterError`` (a ``ValueError``) for anything outside the allow-list:
+    ``$where``, ``$expr``, ``$function``, ``$regex``... never reach the server.
+    """
+    if not filter:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise InvalidFilterError(f"filter must be a dict, got {type(filter).__name__}")
+    clauses: list[dict[str, Any]] = []
+    for name, spec in filter.items():
+        if name in LOGICAL_OPS:
+            if not isinstance(spec, (list, tuple)) or not spec:
+                raise InvalidFilterError(f"filter {name} takes a non-empty list of filters")
+            subs = [value_filter(sub, base) if isinstance(sub, Mapping) else None for sub in spec]
+            if any(s is None for s in subs):
+                raise InvalidFilterError(f"filter {name} takes a list of dicts")
+            clauses.append({name: [s or {} for s in subs]})
+        else:
+            clauses.extend(_field_clauses(name, spec, base))
+    if not clauses:
+        return {}
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def search_filter(
+    namespace_prefix: tuple[str, ...], filter: Mapping[str, Any] | None, now: datetime | None
+) -> dict[str, Any]:
+    """The ``find`` filter of a plain search: prefix, value filter, expiry."""
+    parts = [prefix_filter(namespace_prefix), value_filter(filter)]
+    if now is not None:
+        parts.append(not_expired(now))
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+# --------------------------------------------------------------------------- vector search
+
+
+def vector_prefilter(
+    namespace_prefix: tuple[str, ...],
+    filter: Mapping[str, Any] | None,
+    filter_fields: Sequence[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
+
+    The namespace prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no
+    ``$regex``). Filter entries on declared filter fields whose operators
+    ``$vectorSearch`` understands go into the pre-filter (on the vector documents'
+    copy ``value.<field>``); everything else is applied to the joined items.
+    """
+    pre: list[dict[str, Any]] = []
+    if namespace_prefix:
+        pre.append({"ns_prefixes": namespace_path(namespace_prefix)})
+    post: dict[str, Any] = {}
+    for name, spec in (filter or {}).items():
+        if name in filter_fields and _prefilterable(spec):
+            pre.extend(_as_list(value_filter({name: spec}, base="value")))
+        else:
+            post[name] = spec
+    pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
+    return pre_filter, post
+
+
+def _as_list(clause: dict[str, Any]) -> list[dict[str, Any]]:
+    if set(clause) == {"$and"}:
+        return list(clause["$and"])
+    return [clause] if clause else []
+
+
+def _prefilterable(spec: Any) -> bool:
+    """Scalars and scalar operators only; arrays/dicts need the post-filter's semantics."""
+    scalar = (str, int, float, bool, datetime)
+    if isinstance(spec, scalar):
+        return True
+    if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+        return all(
+            (op in COMPARISON_OPS and isinstance(v, scalar))
+            or (op in ("$in", "$nin") and isinstance(v, (list, tuple)) and all(isinstance(x, scalar) for x in v))
+            for op, v in spec.items()
+        )
+    return False
+
+
+def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
+    """Convert ``vectorSearchScore`` back to what LangGraph's stores report.
+
+    cosine / dotProduct: Atlas gives (1 + s) / 2 -> s = 2 * score - 1.
+    euclidean: Atlas gives 1 / (1 + d^2) -> report -d = -sqrt(1 / score - 1).
+    """
+    if similarity == "euclidean":
+        return {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
+    return {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
+
+
+def vector_search_pipeline(
+    *,
+    index_name: str,
+    query_vector: Sequence[float],
+    num_candidates: int,
+    k: int,
+    pre_filter: Mapping[str, Any],
+    post_filter: Mapping[str, Any],
+    items_collection: str,
+    similarity: str,
+    offset: int,
+    limit: int,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """The Atlas pipeline of one semantic search page.
+
+    ``$vectorSearch`` (pre-filtered) -> the score -> ``$facet``: the number of raw
+    hits (to tell whether asking for more candidates could fill a short page) and
+    the page: join the items, drop vectors whose text hash the item no longer lists
+    (a failed or stale write), apply the remaining filters, keep the best vector per
+    item, then sort, skip and limit.
+    """
+    stage: dict[str, Any] = {
+        "index": index_name,
+        "path": "embedding",
+        "queryVector": list(query_vector),
+        "numCandidates": num_candidates,
+        "limit": k,
+    }
+    if pre_filter:
+        stage["filter"] = dict(pre_filter)
+    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", "$item.vectors"]}}]
+    vf = value_filter(post_filter, base="item.value")
+    if vf:
+        item_match.append(vf)
+    if now is not None:
+        item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
+    page: list[dict[str, Any]] = [
+        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
+        {"$unwind": "$item"},
+        {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
+        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}, "item": {"$first": "$item"}}},
+        {"$sort": {"score": -1, "_id": 1}},
+        {"$skip": offset},
+        {"$limit": limit},
+        {"$project": {"_id": 0, "score": atlas_score_to_similarity(similarity), "item": 1}},
+    ]
+    return [
+        {"$vectorSearch": stage},
+        {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": {"$meta": "vectorSearchScore"}}},
+        {"$facet": {"hits": [{"$count": "n"}], "page": page}},
+    ]
+
+
+def vector_candidates_filter(namespace_prefix: tuple[str, ...], now: datetime | None) -> dict[str, Any]:
+    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes)."""
+    parts: list[dict[str, Any]] = []
+    if namespace_prefix:
+        parts.append({"ns_prefixes": namespace_path(namespace_prefix)})
+    if now is not None:
+        parts.append(not_expired(now))
+    if not parts:
+        return {}
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+# --------------------------------------------------------------------------- writes
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One write of a bulk request, on the items or the vectors collection.
+
+    The drivers turn these into pymongo models (with ``namespace=`` for the
+    client-level ``bulk_write`` of MongoDB 8.0+).
+    """
+
+    role: Role
+    kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
+    filter: dict[str, Any]
+    update: dict[str, Any] | None = None
+    upsert: bool = False
+    item: tuple[tuple[str, ...], str] | None = field(default=None, compare=False)
+
+
+def put_item_request(
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+    vector_hashes: list[str] | None,
+) -> WriteRequest:
+    """Upsert of one item: ``created_at`` only on insert, ``updated_at`` on every write.
+
+    ``vector_hashes`` None leaves ``vectors`` as it is (no index configured); a list
+    sets it, an empty list removes it.
+    """
+
+
+    path = namespace_path(namespace)
+    set_: dict[str, Any] = {
+        "namespace": list(namespace),
+        "path": path,
+        "depth": len(namespace),
+        "key": key,
+        "value": value,
+        "updated_at": now,
+    }
+    unset: dict[str, Any] = {}
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+        set_["ttl_minutes"] = float(ttl_minutes)
+    else:
+        unset.update({"expires_at": "", "ttl_minutes": ""})
+    if vector_hashes is not None:
+        if vector_hashes:
+            set_["vectors"] = vector_hashes
+        else:
+            unset["vectors"] = ""
+    update: dict[str, Any] = {"$set": set_, "$setOnInsert": {"created_at": now}}
+    if unset:
+        update["$unset"] = unset
+    return WriteRequest(
+        "items", "update_one", {"_id": item_id(namespace, key)}, update, upsert=True, item=(namespace, key)
+    )
+
+
+def delete_item_requests(namespace: tuple[str, ...], key: str, with_vectors: bool) -> list[WriteRequest]:
+
+    iid = item_id(namespace, key)
+    reqs = [WriteRequest("items", "delete_one", {"_id": iid}, item=(namespace, key))]
+    if with_vectors:
+        reqs.insert(0, WriteRequest("vectors", "delete_many", {"item_id": iid}, item=(namespace, key)))
+    return reqs
+
+
+def put_vector_request(
+    namespace: tuple[str, ...],
+    key: str,
+    field_name: str,
+    hash_: str,
+    embedding: Sequence[float],
+    value_fields: Mapping[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+) -> WriteRequest:
+
+
+    iid = item_id(namespace, key)
+    set_: dict[str, Any] = {
+        "item_id": iid,
+        "field": field_name,
+        "text_hash": hash_,
+        "ns_prefixes": ancestor_paths(namespace),
+        "embedding": [float(x) for x in embedding],
+        "updated_at": now,
+    }
+    if value_fields:
+        set_["value"] = dict(value_fields)
+    update: dict[str, Any] = {"$set": set_}
+    unset: dict[str, Any] = {}
+    if not value_fields:
+        unset["value"] = ""
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+    else:
+        unset["expires_at"] = ""
+    if unset:
+        update["$unset"] = unset
+    return WriteRequest(
+        "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
+    )
+
+
+def retag_vectors_request(
+    namespace: tuple[str, ...],
+    key: str,
+    value_fields: Mapping[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+) -> WriteRequest:
+    """Keep unchanged vectors of a re-put item in step with it (expiry, filter fields)."""
+
+
+    set_: dict[str, Any] = {"updated_at": now}
+    unset: dict[str, Any] = {}
+    if value_fields:
+        set_["value"] = dict(value_fields)
+    else:
+        unset["value"] = ""
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+    else:
+        unset["expires_at"] = ""
+    update: dict[str, Any] = {"$set": set_}
+    if unset:
+        update["$unset"] = unset
+    return WriteRequest(
+        "vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key)
+    )
+
+
+def prune_vectors_request(namespace: tuple[str, ...], key: str, keep_fields: Sequence[str]) -> WriteRequest:
+    """Remove the vectors of fields an item no longer has (or all, for index=False)."""
+
+    filt: dict[str, Any] = {"item_id": item_id(namespace, key)}
+    if keep_fields:
+        filt["field"] = {"$nin": list(keep_fields)}
+    return WriteRequest("vectors", "delete_many", filt, item=(namespace, key))
+
+
+def refresh_ttl_requests(
+    role: Role, ids_by_ttl: Mapping[float, Sequence[str]], now: datetime, id_field: str = "_id"
+) -> list[WriteRequest]:
+    """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL)."""
+
+    return [
+        WriteRequest(
+            role,
+            "update_many",
+            {id_field: {"$in": list(ids)}},
+            {"$set": {"expires_at": now + timedelta(minutes=ttl)}},
+        )
+        for ttl, ids in sorted(ids_by_ttl.items())
+    ]
+
+
+# --------------------------------------------------------------------------- indexes
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    keys: tuple[tuple[str, int], ...]
+    name: str
+    unique: bool = False
+    expire_after_seconds: int | None = None
+
+
+def item_indexes() -> list[IndexSpec]:
+    return [
+        IndexSpec((("path", 1), ("key", 1)), "path_key", unique=True),
+        IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
+        IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
+    ]
+
+
+def vector_indexes() -> list[IndexSpec]:
+    return [
+        IndexSpec((("item_id", 1),), "item_id"),
+        IndexSpec((("ns_prefixes", 1),), "ns_prefixes"),
+        IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
+    ]
+
+
+def vector_index_definition(dims: int, similarity: str, filter_fields: Sequence[str]) -> dict[str, Any]:
+    """The Atlas ``vectorSearch`` index definition (what ``atlas-index.json`` holds)."""
+    fields: list[dict[str, Any]] = [
+        {"type": "vector", "path": "embedding", "numDimensions": dims, "similarity": similarity},
+        {"type": "filter", "path": "ns_prefixes"},
+    ]
+    fields.extend({"type": "filter", "path": f"value.{name}"} for name in filter_fields)
+    return {"fields": fields}

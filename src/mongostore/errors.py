@@ -1,0 +1,85 @@
+"""Errors raised by mongostore.
+
+The tree (every class is importable from ``mongostore``)::
+
+    Exception
+    ├── ValueError
+    │   ├── langgraph InvalidNamespaceError     bad namespace or label (re-used, not ours)
+    │   └── MongoStoreError ... (below) subclasses that are also ValueErrors
+    └── MongoStoreError                         root of our own errors
+        ├── InvalidValueError (ValueError)      a put value MongoDB cannot store; names namespace and key
+        ├── InvalidFilterError (ValueError)     a search filter with a field or operator we refuse
+        ├── ConfigurationError (ValueError)     bad index=/ttl= settings
+        ├── PipelineError (ValueError)          an analytics pipeline stage that could leave its scope
+        ├── WriteError                          the server rejected some writes of a batch; the others landed
+        └── VectorIndexError                    the Atlas vector index failed or was not queryable in time
+
+pymongo's own errors (``ConnectionFailure``, ``OperationFailure``...) pass through
+unchanged unless we can add meaning, in which case they are chained with ``from``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ConfigurationError",
+    "InvalidFilterError",
+    "InvalidValueError",
+    "MongoStoreError",
+    "PipelineError",
+    "VectorIndexError",
+    "WriteError",
+]
+
+
+class MongoStoreError(Exception):
+    """Root of every error mongostore raises itself."""
+
+
+class InvalidValueError(MongoStoreError, ValueError):
+    """A value given to ``put`` cannot be stored in MongoDB.
+
+    Raised before anything of the batch is written.
+    """
+
+    def __init__(self, namespace: tuple[str, ...], key: str, reason: str) -> None:
+        self.namespace = namespace
+        self.key = key
+        self.reason = reason
+        super().__init__(
+            f"cannot store the value of namespace {namespace!r}, key {key!r}: {reason}. "
+            "Nothing of this batch was written."
+        )
+
+
+class InvalidFilterError(MongoStoreError, ValueError):
+    """A search filter uses a field name or an operator that mongostore refuses."""
+
+
+class ConfigurationError(MongoStoreError, ValueError):
+    """The ``index=`` or ``ttl=`` configuration is invalid."""
+
+
+class PipelineError(MongoStoreError, ValueError):
+    """An analytics pipeline holds a stage that could read or write outside its scope."""
+
+
+class WriteError(MongoStoreError):
+    """The server rejected some writes of a batch; every other write of it landed.
+
+    ``failures`` lists ``(namespace, key, message)`` for each rejected item.
+    """
+
+    def __init__(self, failures: Sequence[tuple[tuple[str, ...], str, str]]) -> None:
+        self.failures = list(failures)
+        shown = "; ".join(f"namespace {ns!r}, key {k!r}: {msg}" for ns, k, msg in self.failures[:5])
+        more = f" (and {len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(
+            f"{len(self.failures)} write(s) were rejected by the server, the rest of the batch "
+            f"was applied: {shown}{more}"
+        )
+
+
+class VectorIndexError(MongoStoreError):
+    """The Atlas vector search index could not be created, failed, or timed out."""
