@@ -294,11 +294,12 @@ def vector_search_pipeline(
 ) -> list[dict[str, Any]]:
     """The Atlas pipeline of one semantic search page.
 
-    ``$vectorSearch`` (pre-filtered) -> the score -> ``$facet``: the number of raw
-    hits (to tell whether asking for more candidates could fill a short page) and
-    the page: join the items, drop vectors whose text hash the item no longer lists
-    (a failed or stale write), apply the remaining filters, keep the best vector per
-    item, then sort, skip and limit.
+    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once -> ``$facet``:
+    ``hits``, the raw vector hits (fewer than ``k`` means the search saw every
+    candidate, so asking for more cannot fill a short page); ``scored``, how many
+    items matched; and ``page``: drop vectors whose text hash the item no longer
+    lists (a failed or stale write) or whose item is gone, apply the remaining
+    filters, keep the best vector per item, then sort, skip and limit.
     """
     stage: dict[str, Any] = {
         "index": index_name,
@@ -315,11 +316,13 @@ def vector_search_pipeline(
         item_match.append(vf)
     if now is not None:
         item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
-    page: list[dict[str, Any]] = [
-        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
+    valid: list[dict[str, Any]] = [
         {"$unwind": "$item"},
         {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
         {"$group": {"_id": "$item_id", "score": {"$max": "$score"}, "item": {"$first": "$item"}}},
+    ]
+    page: list[dict[str, Any]] = [
+        *valid,
         {"$sort": {"score": -1, "_id": 1}},
         {"$skip": offset},
         {"$limit": limit},
@@ -328,7 +331,8 @@ def vector_search_pipeline(
     return [
         {"$vectorSearch": stage},
         {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": {"$meta": "vectorSearchScore"}}},
-        {"$facet": {"hits": [{"$count": "n"}], "page": page}},
+        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
+        {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
     ]
 
 

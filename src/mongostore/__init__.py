@@ -1,0 +1,41 @@
+"""mongostore: a LangGraph long-term-memory store on MongoDB.
+
+``MongoStore`` (sync, pymongo) and ``AsyncMongoStore`` (asyncio, pymongo's
+``AsyncMongoClient`` or Motor) are full ``langgraph.store.base.BaseStore`` s.
+Semantic search runs as ``$vectorSearch`` on Atlas and as an exact numpy ranking
+elsewhere.
+"""
+
+from __future__ import annotations
+
+from langgraph.store.base import InvalidNamespaceError
+
+from mongostore.aio import AsyncMongoStore
+from mongostore.config import MongoIndexConfig
+from mongostore.errors import (
+    ConfigurationError,
+    InvalidFilterError,
+    InvalidValueError,
+    MongoStoreError,
+    PipelineError,
+    VectorIndexError,
+    WriteError,
+)
+from mongostore.store import MongoStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncMongoStore",
+    "ConfigurationError",
+    "InvalidFilterError",
+    "InvalidNamespaceError",
+    "InvalidValueError",
+    "MongoIndexConfig",
+    "MongoStore",
+    "MongoStoreError",
+    "PipelineError",
+    "VectorIndexError",
+    "WriteError",
+    "__version__",
+]

@@ -1,0 +1,413 @@
+"""The only code that calls pymongo and the embedder: ``run_sync`` and ``run_async``.
+
+Each driver pumps a plan (see ``_plan``): it runs the step the plan yields, sends
+the answer back, or throws the step's exception into the plan so the plan can
+decide (e.g. fall back to local ranking when ``$vectorSearch`` is unsupported).
+
+``SyncIO`` works on pymongo ``Collection`` s (and mongomock); ``AsyncIO`` on pymongo
+``AsyncCollection`` s and on Motor collections, whose ``aggregate`` and
+``list_search_indexes`` return cursors without ``await`` (handled by ``_maybe_await``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from langchain_core.embeddings import Embeddings
+from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
+from pymongo.operations import SearchIndexModel
+
+from mongostore._mongomock import is_fake
+from mongostore._plan import NO_SEARCH_CODES, Plan
+from mongostore._queries import IndexSpec, Role, WriteRequest
+from mongostore._steps import (
+    Aggregate,
+    Capabilities,
+    Count,
+    CreateIndexes,
+    CreateSearchIndex,
+    DisableVectorSearch,
+    Embed,
+    EnsureCollection,
+    Find,
+    ListIndexes,
+    ListSearchIndexes,
+    Parallel,
+    Probe,
+    Sleep,
+    Step,
+    UpdateSearchIndex,
+    Write,
+    WriteOutcome,
+)
+from mongostore.config import VectorSearchMode
+
+T = TypeVar("T")
+
+# MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
+CLIENT_BULK_WRITE_WIRE_VERSION = 25
+
+
+def run_sync(plan: Plan, io: SyncIO) -> Any:
+    """Drive a plan to completion with blocking I/O."""
+    try:
+        step = next(plan)
+        while True:
+            try:
+                answer = io.execute(step)
+            except Exception as exc:
+                step = plan.throw(exc)
+            else:
+                step = plan.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def run_async(plan: Plan, io: AsyncIO) -> Any:
+    """Drive a plan to completion with asyncio I/O; ``Parallel`` steps run concurrently."""
+    try:
+        step = next(plan)
+        while True:
+            try:
+                answer = await io.execute(step)
+            except Exception as exc:
+                step = plan.throw(exc)
+            else:
+                step = plan.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def _model(req: WriteRequest, namespace: str | None = None) -> Any:
+    ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
+    if req.kind == "update_one":
+        return UpdateOne(req.filter, req.update or {}, upsert=req.upsert, **ns)
+    if req.kind == "update_many":
+        return UpdateMany(req.filter, req.update or {}, upsert=req.upsert, **ns)
+    if req.kind == "delete_one":
+        return DeleteOne(req.filter, **ns)
+    return DeleteMany(req.filter, **ns)
+
+
+def _index_kwargs(spec: IndexSpec) -> dict[str, Any]:
+    kw: dict[str, Any] = {"name": spec.name}
+    if spec.unique:
+        kw["unique"] = True
+    if spec.expire_after_seconds is not None:
+        kw["expireAfterSeconds"] = spec.expire_after_seconds
+    return kw
+
+
+def _runs(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[int]]]:
+    """Consecutive requests on the same collection, in order (one bulk_write each)."""
+    runs: list[tuple[Role, list[int]]] = []
+    for i, req in enumerate(requests):
+        if runs and runs[-1][0] == req.role:
+            runs[-1][1].append(i)
+        else:
+            runs.append((req.role, [i]))
+    return runs
+
+
+def _bulk_errors(exc: BulkWriteError, indexes: list[int]) -> list[tuple[int, str]]:
+    return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in exc.details.get("writeErrors", [])]
+
+
+def _client_bulk_errors(exc: ClientBulkWriteException) -> list[tuple[int, str]]:
+    raw: list[Any] = list(exc.write_errors or [])
+    errors = [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
+    if not errors:  # a top-level error (e.g. network) is not a per-item rejection
+        raise exc
+    return errors
+
+
+def _deleted(result: Any) -> int:
+    return int(getattr(result, "deleted_count", 0) or 0)
+
+
+def _caps_from(
+    fake: bool, version: str, wire: int, has_client_bulk: bool, search: tuple[bool, str], mode: VectorSearchMode
+) -> Capabilities:
+    vector_search = {"atlas": True, "local": False}.get(mode, search[0])
+    return Capabilities(
+        server_version=version,
+        fake=fake,
+        vector_search=vector_search,
+        client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
+        detail=search[1] if mode == "auto" else f"vector_search={mode!r} set in index config",
+    )
+
+
+def _search_probe_error(exc: Exception) -> tuple[bool, str]:
+    if isinstance(exc, OperationFailure) and exc.code in NO_SEARCH_CODES:
+        return False, f"server has no Atlas Search (code {exc.code})"
+    if isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
+        return False, "this backend has no search index commands"
+    raise exc
+
+
+# --------------------------------------------------------------------------- sync
+
+
+class SyncIO:
+    """Runs steps against pymongo ``Collection`` s; remembers the server's capabilities."""
+
+    def __init__(
+        self,
+        items: Collection[Any],
+        vectors: Collection[Any] | None,
+        embeddings: Embeddings | None,
+        mode: VectorSearchMode = "auto",
+    ) -> None:
+        self.items = items
+        self.vectors = vectors
+        self.embeddings = embeddings
+        self.mode = mode
+        self.caps: Capabilities | None = None
+
+    def coll(self, role: Role) -> Any:
+        if role == "vectors":
+            if self.vectors is None:
+                raise RuntimeError("no vectors collection: configure index= for semantic search")
+            return self.vectors
+        return self.items
+
+    def probe(self) -> Capabilities:
+        if self.caps is None:
+            fake = is_fake(self.items)
+            version, wire = "mongomock (in-memory, for development)", 0
+            if not fake:
+                info = self.items.database.command("buildInfo")
+                version = str(info.get("version", "?"))
+                wire = int(self.items.database.command("hello").get("maxWireVersion", 0))
+            search: tuple[bool, str] = (False, "no index configured")
+            if self.vectors is not None and self.mode == "auto":
+                try:
+                    list(self.vectors.list_search_indexes())
+                    search = (True, "list_search_indexes answered")
+                except Exception as exc:
+                    search = _search_probe_error(exc)
+            client = self.items.database.client
+            has_bulk = callable(getattr(client, "bulk_write", None))
+            self.caps = _caps_from(fake, version, wire, has_bulk, search, self.mode)
+        return self.caps
+
+    def write(self, step: Write) -> WriteOutcome:
+        caps = self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
+        if caps is not None and caps.client_bulk_write:
+            names = {"items": self.items.full_name, "vectors": self.coll("vectors").full_name if self.vectors else ""}
+            models = [_model(r, names[r.role]) for r in step.requests]
+            try:
+                res = self.items.database.client.bulk_write(models, ordered=True)
+            except ClientBulkWriteException as exc:
+                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
+            return WriteOutcome([], _deleted(res), 1)
+        errors: list[tuple[int, str]] = []
+        deleted = 0
+        runs = _runs(step.requests)
+        for role, indexes in runs:
+            try:
+                res = self.coll(role).bulk_write([_model(step.requests[i]) for i in indexes], ordered=False)
+                deleted += _deleted(res) if role == "items" else 0
+            except BulkWriteError as exc:
+                errors.extend(_bulk_errors(exc, indexes))
+        return WriteOutcome(errors, deleted, len(runs))
+
+    def execute(self, step: Step) -> Any:
+        if isinstance(step, Find):
+            cur = self.coll(step.role).find(step.filter, step.projection)
+            if step.sort:
+                cur = cur.sort(step.sort)
+            if step.skip:
+                cur = cur.skip(step.skip)
+            if step.limit:
+                cur = cur.limit(step.limit)
+            return list(cur)
+        if isinstance(step, Aggregate):
+            return list(self.coll(step.role).aggregate(step.pipeline))
+        if isinstance(step, Parallel):
+            return [self.execute(s) for s in step.steps]
+        if isinstance(step, Write):
+            return self.write(step)
+        if isinstance(step, Embed):
+            assert self.embeddings is not None
+            return self.embeddings.embed_documents(list(step.texts))
+        if isinstance(step, Count):
+            return self.coll(step.role).count_documents(step.filter)
+        if isinstance(step, Probe):
+            return self.probe()
+        if isinstance(step, DisableVectorSearch):
+            caps = self.probe()
+            self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)
+            return None
+        if isinstance(step, CreateIndexes):
+            coll = self.coll(step.role)
+            for spec in step.specs:
+                coll.create_index(list(spec.keys), **_index_kwargs(spec))
+            return None
+        if isinstance(step, ListIndexes):
+            return sorted(self.coll(step.role).index_information())
+        if isinstance(step, EnsureCollection):
+            coll = self.coll(step.role)
+            if coll.name not in coll.database.list_collection_names():
+                with contextlib.suppress(CollectionInvalid):  # created concurrently
+                    coll.database.create_collection(coll.name)
+            return None
+        if isinstance(step, ListSearchIndexes):
+            return list(self.coll(step.role).list_search_indexes(step.name))
+        if isinstance(step, CreateSearchIndex):
+            model = SearchIndexModel(definition=step.definition, name=step.name, type="vectorSearch")
+            return self.coll(step.role).create_search_index(model)
+        if isinstance(step, UpdateSearchIndex):
+            return self.coll(step.role).update_search_index(step.name, step.definition)
+        if isinstance(step, Sleep):
+            time.sleep(step.seconds)
+            return None
+        raise TypeError(f"unknown step {step!r}")
+
+
+# --------------------------------------------------------------------------- async
+
+
+async def _maybe_await(value: Awaitable[T] | T) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _to_list(cursor: Any) -> list[Any]:
+    cursor = await _maybe_await(cursor)
+    return list(await cursor.to_list(length=None))
+
+
+class AsyncIO:
+    """Runs steps against pymongo ``AsyncCollection`` s or Motor collections."""
+
+    def __init__(self, items: Any, vectors: Any | None, embeddings: Embeddings | None, mode: VectorSearchMode = "auto"):
+        self.items = items
+        self.vectors = vectors
+        self.embeddings = embeddings
+        self.mode = mode
+        self.caps: Capabilities | None = None
+        self._probe_lock: asyncio.Lock | None = None
+
+    def coll(self, role: Role) -> Any:
+        if role == "vectors":
+            if self.vectors is None:
+                raise RuntimeError("no vectors collection: configure index= for semantic search")
+            return self.vectors
+        return self.items
+
+    async def probe(self) -> Capabilities:
+        if self.caps is not None:
+            return self.caps
+        if self._probe_lock is None:
+            self._probe_lock = asyncio.Lock()
+        async with self._probe_lock:
+            if self.caps is None:
+                fake = is_fake(self.items)
+                version, wire = "mongomock (in-memory, for development)", 0
+                if not fake:
+                    info = await self.items.database.command("buildInfo")
+                    version = str(info.get("version", "?"))
+                    wire = int((await self.items.database.command("hello")).get("maxWireVersion", 0))
+                search: tuple[bool, str] = (False, "no index configured")
+                if self.vectors is not None and self.mode == "auto":
+                    try:
+                        await _to_list(self.vectors.list_search_indexes())
+                        search = (True, "list_search_indexes answered")
+                    except Exception as exc:
+                        search = _search_probe_error(exc)
+                client = self.items.database.client
+                # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
+                has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
+                    "motor"
+                )
+                self.caps = _caps_from(fake, version, wire, has_bulk, search, self.mode)
+        return self.caps
+
+    async def write(self, step: Write) -> WriteOutcome:
+        caps = await self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
+        if caps is not None and caps.client_bulk_write:
+            names = {"items": self.items.full_name, "vectors": self.vectors.full_name if self.vectors else ""}
+            models = [_model(r, names[r.role]) for r in step.requests]
+            try:
+                res = await self.items.database.client.bulk_write(models, ordered=True)
+            except ClientBulkWriteException as exc:
+                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
+            return WriteOutcome([], _deleted(res), 1)
+        errors: list[tuple[int, str]] = []
+        deleted = 0
+        runs = _runs(step.requests)
+        # Sequential on purpose: vectors land before the items that list them.
+        for role, indexes in runs:
+            try:
+                res = await self.coll(role).bulk_write([_model(step.requests[i]) for i in indexes], ordered=False)
+                deleted += _deleted(res) if role == "items" else 0
+            except BulkWriteError as exc:
+                errors.extend(_bulk_errors(exc, indexes))
+        return WriteOutcome(errors, deleted, len(runs))
+
+    async def execute(self, step: Step) -> Any:
+        if isinstance(step, Find):
+            cur = self.coll(step.role).find(step.filter, step.projection)
+            if step.sort:
+                cur = cur.sort(step.sort)
+            if step.skip:
+                cur = cur.skip(step.skip)
+            if step.limit:
+                cur = cur.limit(step.limit)
+            return await _to_list(cur)
+        if isinstance(step, Aggregate):
+            return await _to_list(self.coll(step.role).aggregate(step.pipeline))
+        if isinstance(step, Parallel):
+            return list(await asyncio.gather(*(self.execute(s) for s in step.steps)))
+        if isinstance(step, Write):
+            return await self.write(step)
+        if isinstance(step, Embed):
+            assert self.embeddings is not None
+            return await self.embeddings.aembed_documents(list(step.texts))
+        if isinstance(step, Count):
+            return await self.coll(step.role).count_documents(step.filter)
+        if isinstance(step, Probe):
+            return await self.probe()
+        if isinstance(step, DisableVectorSearch):
+            caps = await self.probe()
+            self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)
+            return None
+        if isinstance(step, CreateIndexes):
+            coll = self.coll(step.role)
+            for spec in step.specs:
+                await coll.create_index(list(spec.keys), **_index_kwargs(spec))
+            return None
+        if isinstance(step, ListIndexes):
+            return sorted(await self.coll(step.role).index_information())
+        if isinstance(step, EnsureCollection):
+            coll = self.coll(step.role)
+            if coll.name not in await coll.database.list_collection_names():
+                with contextlib.suppress(CollectionInvalid):
+                    await coll.database.create_collection(coll.name)
+            return None
+        if isinstance(step, ListSearchIndexes):
+            return await _to_list(self.coll(step.role).list_search_indexes(step.name))
+        if isinstance(step, CreateSearchIndex):
+            model = SearchIndexModel(definition=step.definition, name=step.name, type="vectorSearch")
+            return await self.coll(step.role).create_search_index(model)
+        if isinstance(step, UpdateSearchIndex):
+            return await self.coll(step.role).update_search_index(step.name, step.definition)
+        if isinstance(step, Sleep):
+            await asyncio.sleep(step.seconds)
+            return None
+        raise TypeError(f"unknown step {step!r}")
+
+

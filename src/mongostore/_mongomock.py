@@ -1,0 +1,64 @@
+"""The embedded default: mongomock, made to work with pymongo 4.11+.
+
+mongomock 4.3 predates two pymongo changes that the store relies on, so this
+module patches them once, when the embedded default (or a test) asks for it:
+
+- pymongo >= 4.11 passes ``sort=`` to ``BulkOperationBuilder.add_update`` and
+  ``add_replace`` when a ``bulk_write`` holds ``UpdateOne``/``ReplaceOne``;
+  mongomock's builders do not take it (``TypeError``).
+- ``Collection.create_index`` is called with ``keys=`` by some callers (pymongo's
+  own name is ``keys``; mongomock's is ``key_or_list``).
+
+This is for development and tests only: mongomock keeps everything in memory,
+has no TTL monitor (it hides expired documents at read time instead) and no
+``$vectorSearch``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+_patched = False
+
+
+def patch_mongomock() -> None:
+    """Apply the compatibility patches (idempotent)."""
+    global _patched
+    if _patched:
+        return
+    from mongomock.collection import BulkOperationBuilder, Collection
+
+    def drop_sort(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, sort: Any = None, **kwargs: Any) -> Any:
+            return fn(self, *args, **kwargs)
+
+        return wrapper
+
+    BulkOperationBuilder.add_update = drop_sort(BulkOperationBuilder.add_update)  # type: ignore[method-assign]
+    BulkOperationBuilder.add_replace = drop_sort(BulkOperationBuilder.add_replace)  # type: ignore[method-assign]
+
+    original_create_index: Any = Collection.create_index
+
+    @functools.wraps(original_create_index)
+    def create_index(self: Any, key_or_list: Any = None, *args: Any, keys: Any = None, **kwargs: Any) -> Any:
+        return original_create_index(self, key_or_list if key_or_list is not None else keys, *args, **kwargs)
+
+    Collection.create_index = create_index  # type: ignore[method-assign]
+    _patched = True
+
+
+def is_fake(collection: Any) -> bool:
+    """True for mongomock (and its async wrappers): no server, no search, no client bulk_write."""
+    module = type(collection).__module__
+    return module.startswith(("mongomock", "mongomock_motor", "pymongo_async_mock"))
+
+
+def in_memory_collection(db_name: str = "mongostore", collection_name: str = "memories") -> Any:
+    """A fresh mongomock collection (tz-aware, like the store's real clients)."""
+    import mongomock
+
+    patch_mongomock()
+    client: Any = mongomock.MongoClient(tz_aware=True)
+    return client[db_name][collection_name]

@@ -1,0 +1,596 @@
+"""Batch, setup, sweep and status plans: generators that yield steps, no I/O.
+
+A plan yields ``_steps`` objects, receives their answers, and returns its result.
+The drivers (``_drivers.run_sync`` / ``run_async``) are the only code that talks
+to MongoDB or to the embedder, so each store operation is written once here and
+runs unchanged in ``MongoStore`` and ``AsyncMongoStore``.
+
+Batch order (DESIGN.md section 5): validate everything, then all reads in one
+``Parallel`` step (so reads see the state before the batch), then one embedding
+call for every new text and every query, then semantic searches, then one
+``Write`` with TTL refreshes, vector writes and item writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    _validate_namespace,
+    validate_op_namespace,
+)
+from pymongo.errors import OperationFailure
+
+from mongostore import _queries as q
+from mongostore import _vectors
+from mongostore._codec import (
+    ITEM_PROJECTION,
+    check_value,
+    doc_to_item,
+    doc_to_search_item,
+    extract_texts,
+    item_id,
+    text_hash,
+)
+from mongostore._steps import (
+    Aggregate,
+    Capabilities,
+    Count,
+    CreateIndexes,
+    CreateSearchIndex,
+    DisableVectorSearch,
+    Embed,
+    EnsureCollection,
+    Find,
+    ListIndexes,
+    ListSearchIndexes,
+    Parallel,
+    Probe,
+    Sleep,
+    Step,
+    UpdateSearchIndex,
+    Write,
+    WriteOutcome,
+)
+from mongostore.config import IndexSettings, TTLSettings
+from mongostore.errors import InvalidFilterError, VectorIndexError, WriteError
+
+logger = logging.getLogger("mongostore")
+
+# Server answers that mean "this deployment has no Atlas Search / $vectorSearch".
+NO_SEARCH_CODES = frozenset({31082, 6047401, 115, 59, 40324})
+MAX_CANDIDATES = 10_000
+
+Plan = Generator[Step, Any, Any]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a plan needs to know about its store; frozen, no I/O handles."""
+
+    items_name: str
+    index: IndexSettings | None
+    ttl: TTLSettings | None
+    now: datetime
+
+    @property
+    def expiry_cutoff(self) -> datetime | None:
+        """``now`` when expired items must be hidden (``omit_expired``), else None."""
+        return self.now if self.ttl is not None and self.ttl.omit_expired else None
+
+
+def is_no_search_error(exc: BaseException) -> bool:
+    if isinstance(exc, OperationFailure):
+        return exc.code in NO_SEARCH_CODES
+    # mongomock (and its async wrappers) know no search stages or commands.
+    return isinstance(exc, (NotImplementedError, TypeError, AttributeError))
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
+    for name in ("limit", "offset"):
+        v = getattr(op, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{type(op).__name__}.{name} must be a non-negative int, got {v!r}")
+
+
+def _validate(op: Op) -> None:
+    if isinstance(op, PutOp):
+        # validate_op_namespace checks labels only; a put also needs a non-empty,
+        # non-"langgraph" namespace, including when the op comes straight to batch().
+        _validate_namespace(op.namespace)
+        if op.index not in (None, False) and not (
+            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        ):
+            raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
+        if op.ttl is not None and (not isinstance(op.ttl, (int, float)) or op.ttl <= 0):
+            raise ValueError(f"PutOp.ttl must be a positive number of minutes or None, got {op.ttl!r}")
+    elif isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
+        validate_op_namespace(op)
+        if isinstance(op, (SearchOp, ListNamespacesOp)):
+            _check_paging(op)
+        if isinstance(op, ListNamespacesOp):
+            if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 0):
+                raise ValueError(f"max_depth must be a non-negative int or None, got {op.max_depth!r}")
+            for cond in op.match_conditions or ():
+                if cond.match_type not in ("prefix", "suffix"):
+                    raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
+    else:
+        raise ValueError(f"Unknown operation type: {type(op).__name__}")
+
+
+# --------------------------------------------------------------------------- the batch plan
+
+
+@dataclass
+class _Put:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None  # None = delete
+    index: list[str] | bool | None
+    ttl: float | None
+
+    @property
+    def id(self) -> str:
+        return item_id(self.namespace, self.key)
+
+
+@dataclass
+class _Search:
+    pos: int
+    op: SearchOp
+    semantic: bool
+    query_vector: list[float] | None = None
+
+
+def _texts_for(put: _Put, index: IndexSettings) -> dict[str, str]:
+    if put.value is None or put.index is False:
+        return {}
+    fields = tuple(put.index) if isinstance(put.index, list) else None
+    return extract_texts(put.value, index.tokenized(fields))
+
+
+def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+    """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
+    for op in ops:
+        _validate(op)
+
+    results: list[Result] = [None] * len(ops)
+    gets: list[tuple[int, GetOp]] = []
+    searches: list[_Search] = []
+    listings: list[tuple[int, ListNamespacesOp]] = []
+    puts: dict[tuple[tuple[str, ...], str], _Put] = {}
+    index = ctx.index
+    cutoff = ctx.expiry_cutoff
+
+    for pos, op in enumerate(ops):
+        if isinstance(op, GetOp):
+            gets.append((pos, op))
+        elif isinstance(op, SearchOp):
+            q.value_filter(op.filter)  # reject bad filters before any I/O
+            searches.append(_Search(pos, op, semantic=bool(op.query) and index is not None))
+        elif isinstance(op, ListNamespacesOp):
+            listings.append((pos, op))
+        elif isinstance(op, PutOp):
+            key = str(op.key)
+            value = None if op.value is None else check_value(op.namespace, key, op.value)
+            puts[(op.namespace, key)] = _Put(op.namespace, key, value, op.index, op.ttl)
+
+    semantic = [s for s in searches if s.semantic and s.op.limit > 0]
+    caps: Capabilities | None = None
+    if semantic:
+        caps = yield Probe()
+    use_atlas = bool(caps and caps.vector_search)
+
+    # ---- 1. every read, in one parallel step -------------------------------------------
+    reads: list[Step] = []
+    if gets:
+        ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in gets))
+        filt: dict[str, Any] = {"_id": {"$in": ids}}
+        if cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}))
+    for s in searches:
+        if s.op.limit == 0:
+            continue
+        if not s.semantic:
+            reads.append(
+                Find(
+                    "items",
+                    q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff),
+                    ITEM_PROJECTION,
+                    q.ITEM_SORT,
+                    s.op.offset,
+                    s.op.limit,
+                )
+            )
+        elif not use_atlas:
+            reads.extend(_local_candidate_reads(s.op, cutoff))
+    for _, lop in listings:
+        reads.append(Aggregate("items", q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff)))
+    put_list = list(puts.values())
+    indexed_puts = [p for p in put_list if p.value is not None] if index is not None else []
+    if index is not None and put_list:
+        reads.append(
+            Find(
+                "vectors",
+                {"item_id": {"$in": [p.id for p in put_list]}},
+                {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1},
+            )
+        )
+    answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
+    answers.reverse()  # consumed in the order the reads were added
+
+    refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl
+
+    def note_refresh(docs: list[dict[str, Any]], wanted: bool, id_of: Any) -> None:
+        if not wanted:
+            return
+        for doc in docs:
+            if doc.get("ttl_minutes") is not None:
+                refresh[id_of(doc)] = float(doc["ttl_minutes"])
+
+    if gets:
+        by_id = {doc["_id"]: doc for doc in answers.pop()}
+        for pos, gop in gets:
+            found = by_id.get(item_id(gop.namespace, str(gop.key)))
+            results[pos] = doc_to_item(found) if found else None
+            if found:
+                note_refresh([found], gop.refresh_ttl, lambda d: d["_id"])
+    local_reads: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for s in searches:
+        if s.op.limit == 0:
+            results[s.pos] = []
+        elif not s.semantic:
+            docs = answers.pop()
+            results[s.pos] = [doc_to_search_item(d) for d in docs]
+            note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+        elif not use_atlas:
+            local_reads[s.pos] = (answers.pop(), answers.pop())
+    for pos, lop in listings:
+        results[pos] = _namespaces_result(answers.pop(), lop)
+    stored: dict[str, dict[str, str]] = {}  # item id -> {field: text_hash} of its stored vectors
+    if index is not None and put_list:
+        for doc in answers.pop():
+            stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
+
+    # ---- 2. one embedding call: new texts of puts, and every query ----------------------
+    put_texts: dict[str, dict[str, str]] = {}
+    to_embed: dict[str, None] = {}
+    if index is not None:
+        for p in indexed_puts:
+            texts = _texts_for(p, index)
+            put_texts[p.id] = texts
+            old = stored.get(p.id, {})
+            for fname, text in texts.items():
+                if old.get(fname) != text_hash(fname, text):
+                    to_embed.setdefault(text)
+    for s in semantic:
+        to_embed.setdefault(str(s.op.query))
+    vectors: dict[str, list[float]] = {}
+    if to_embed and index is not None:
+        texts_list = tuple(to_embed)
+        embedded = yield Embed(texts_list)
+        if len(embedded) != len(texts_list):
+            raise ValueError(
+                f"the embedder returned {len(embedded)} vectors for {len(texts_list)} texts"
+            )
+        for text, vec in zip(texts_list, embedded, strict=True):
+            if len(vec) != index.dims:
+                raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
+            vectors[text] = [float(x) for x in vec]
+    for s in semantic:
+        s.query_vector = vectors[str(s.op.query)]
+
+    # ---- 3. semantic searches -------------------------------------------------------------
+    for s in semantic:
+        assert index is not None and s.query_vector is not None
+        docs_scores: list[tuple[dict[str, Any], float | None]] | None = None
+        if use_atlas:
+            try:
+                docs_scores = yield from _atlas_search(s, index, ctx)
+            except Exception as exc:
+                if not is_no_search_error(exc):
+                    raise
+                logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
+                yield DisableVectorSearch(str(exc))
+                use_atlas = False
+        if docs_scores is None:
+            if s.pos not in local_reads:
+                found = yield Parallel(tuple(_local_candidate_reads(s.op, cutoff)))
+                local_reads[s.pos] = (found[0], found[1])
+            docs_scores = yield from _local_search(s, index, local_reads[s.pos], cutoff)
+        results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
+        note_refresh([d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+
+    # ---- 4. one write: TTL refreshes, then vectors, then items ---------------------------
+    requests: list[q.WriteRequest] = []
+    put_ids = {p.id for p in put_list}
+    refresh = {iid: ttl for iid, ttl in refresh.items() if iid not in put_ids}
+    if refresh:
+        by_ttl: dict[float, list[str]] = {}
+        for iid, ttl in refresh.items():
+            by_ttl.setdefault(ttl, []).append(iid)
+        requests.extend(q.refresh_ttl_requests("items", by_ttl, ctx.now))
+        if index is not None:
+            requests.extend(q.refresh_ttl_requests("vectors", by_ttl, ctx.now, id_field="item_id"))
+    item_requests: list[q.WriteRequest] = []
+    for p in put_list:
+        if p.value is None:
+            reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
+            requests.extend(r for r in reqs if r.role == "vectors")
+            item_requests.extend(r for r in reqs if r.role == "items")
+            continue
+        hashes: list[str] | None = None
+        if index is not None:
+            texts = put_texts.get(p.id, {})
+            old = stored.get(p.id, {})
+            filter_values = {f: p.value[f] for f in index.filter_fields if f in p.value}
+            hashes = []
+            unchanged = False
+            for fname, text in texts.items():
+                h = text_hash(fname, text)
+                hashes.append(h)
+                if old.get(fname) == h:
+                    unchanged = True
+                else:
+                    requests.append(
+                        q.put_vector_request(
+                            p.namespace, p.key, fname, h, vectors[text], filter_values, ctx.now, p.ttl
+                        )
+                    )
+            if set(old) - set(texts):
+                requests.append(q.prune_vectors_request(p.namespace, p.key, list(texts)))
+            if unchanged:
+                requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, ctx.now, p.ttl))
+        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, ctx.now, p.ttl, hashes))
+    requests.extend(item_requests)
+    if requests:
+        outcome: WriteOutcome = yield Write(tuple(requests))
+        failures = []
+        for idx, msg in outcome.errors:
+            target = requests[idx].item
+            if target is not None:
+                failures.append((target[0], target[1], msg))
+            else:
+                logger.warning("a TTL refresh write failed: %s", msg)
+        if failures:
+            raise WriteError(failures)
+    return results
+
+
+def _namespaces_result(docs: list[dict[str, Any]], op: ListNamespacesOp) -> list[tuple[str, ...]]:
+    found = sorted({tuple(d["_id"]) for d in docs})
+    end = op.offset + op.limit
+    return found[op.offset : end]
+
+
+# --------------------------------------------------------------------------- semantic search
+
+
+def _unscored_filter(op: SearchOp, cutoff: datetime | None) -> dict[str, Any]:
+    base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    missing = {"vectors": {"$exists": False}}
+    return {"$and": [base, missing]} if base else missing
+
+
+def _local_candidate_reads(op: SearchOp, cutoff: datetime | None) -> list[Step]:
+    """The items under the prefix that pass the filter (ids only) and their vectors."""
+    return [
+        Find(
+            "items",
+            q.search_filter(op.namespace_prefix, op.filter, cutoff),
+            {"_id": 1, "vectors": 1, "updated_at": 1},
+        ),
+        Find(
+            "vectors",
+            q.vector_candidates_filter(op.namespace_prefix, cutoff),
+            {"_id": 0, "item_id": 1, "text_hash": 1, "embedding": 1},
+        ),
+    ]
+
+
+def _fetch_items(ids: list[str]) -> Plan:
+    if not ids:
+        return {}
+    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
+    return {d["_id"]: d for d in docs}
+
+
+def _local_search(
+    s: _Search,
+    index: IndexSettings,
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    cutoff: datetime | None,
+) -> Plan:
+    """Exact ranking: every valid vector under the prefix, best per item, then unscored items."""
+    items, vecs = candidates
+    valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
+    ids: list[str] = []
+    rows: list[list[float]] = []
+    for v in vecs:
+        # A vector counts only while its item (filtered, unexpired) still lists its text hash.
+        if v["text_hash"] in valid.get(v["item_id"], ()):
+            ids.append(v["item_id"])
+            rows.append(v["embedding"])
+    assert s.query_vector is not None
+    ranked: list[tuple[str, float | None]] = list(
+        _vectors.best_per_item(ids, _vectors.similarities(s.query_vector, rows, index.similarity))
+    )
+    scored = {iid for iid, _ in ranked}
+    unscored = sorted(
+        (d for d in items if d["_id"] not in scored),
+        key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
+    )
+    ranked.extend((d["_id"], None) for d in unscored)
+    page = ranked[s.op.offset : s.op.offset + s.op.limit]
+    docs = yield from _fetch_items([iid for iid, _ in page])
+    return [(docs[iid], score) for iid, score in page if iid in docs]
+
+
+def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext) -> Plan:
+    """``$vectorSearch`` pages; asks again with more candidates when a page comes back short."""
+    op = s.op
+    assert s.query_vector is not None
+    pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    wanted = op.offset + op.limit
+    fanout = max(2, len(index.fields))
+    k = min(MAX_CANDIDATES, max(wanted * fanout, 10))
+    cutoff = ctx.expiry_cutoff
+    while True:
+        num_candidates = min(MAX_CANDIDATES, max(k * index.candidate_factor, 100))
+        pipeline = q.vector_search_pipeline(
+            index_name=index.index_name,
+            query_vector=s.query_vector,
+            num_candidates=num_candidates,
+            k=k,
+            pre_filter=pre,
+            post_filter=post,
+            items_collection=ctx.items_name,
+            similarity=index.similarity,
+            offset=op.offset,
+            limit=op.limit,
+            now=cutoff,
+        )
+        out = yield Aggregate("vectors", pipeline)
+        facet = out[0] if out else {"hits": [], "scored": [], "page": []}
+        hits = facet["hits"][0]["n"] if facet["hits"] else 0
+        scored = facet["scored"][0]["n"] if facet["scored"] else 0
+        page: list[tuple[dict[str, Any], float | None]] = [(d["item"], float(d["score"])) for d in facet["page"]]
+        exhausted = hits < k
+        if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+            break
+        k = min(MAX_CANDIDATES, k * 4)
+    if len(page) < op.limit and exhausted:
+        # Every scored item was seen: fill the page with items that have no vectors
+        # (index=False, no indexed field), newest first, as InMemoryStore does.
+        skip = max(0, op.offset - scored)
+        docs = yield Find(
+            "items", _unscored_filter(op, cutoff), ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - len(page)
+        )
+        page.extend((d, None) for d in docs)
+    return page
+
+
+# --------------------------------------------------------------------------- setup, sweep, status
+
+
+def _definition_matches(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    def key(defn: dict[str, Any]) -> tuple[Any, ...]:
+        fields = defn.get("fields", [])
+        vec = [
+            (f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"
+        ]
+        filters = sorted(f.get("path") for f in fields if f.get("type") == "filter")
+        return (vec, filters)
+
+    return key(existing) == key(wanted)
+
+
+def setup_plan(index: IndexSettings | None) -> Plan:
+    """Create B-tree and TTL indexes, and the vector index when the server has search."""
+    yield CreateIndexes("items", tuple(q.item_indexes()))
+    if index is None:
+        return None
+    yield CreateIndexes("vectors", tuple(q.vector_indexes()))
+    caps: Capabilities = yield Probe()
+    if not caps.vector_search:
+        logger.info("no vector search on this server (%s): searches rank locally", caps.detail or caps.server_version)
+        return None
+    wanted = q.vector_index_definition(index.dims, index.similarity, index.filter_fields)
+    yield EnsureCollection("vectors")
+    existing = yield ListSearchIndexes("vectors", index.index_name)
+    if not existing:
+        logger.info("creating vector search index %r", index.index_name)
+        yield CreateSearchIndex("vectors", index.index_name, wanted)
+    elif not _definition_matches(existing[0].get("latestDefinition") or {}, wanted):
+        logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
+        yield UpdateSearchIndex("vectors", index.index_name, wanted)
+    deadline = time.monotonic() + index.setup_timeout
+    delay = 0.2
+    while True:
+        found = yield ListSearchIndexes("vectors", index.index_name)
+        doc = found[0] if found else {}
+        status = doc.get("status", "MISSING")
+        if doc.get("queryable") is True and _definition_matches(doc.get("latestDefinition") or wanted, wanted):
+            logger.info("vector search index %r is queryable (%s)", index.index_name, status)
+            return None
+        if status == "FAILED":
+            raise VectorIndexError(f"vector search index {index.index_name!r} failed: {doc.get('statusDetail') or doc}")
+        if time.monotonic() >= deadline:
+            raise VectorIndexError(
+                f"vector search index {index.index_name!r} not queryable after {index.setup_timeout:.0f}s "
+                f"(status {status}); raise index['setup_timeout'] or check the search node's logs"
+            )
+        logger.info("waiting for vector search index %r: status %s", index.index_name, status)
+        yield Sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
+    """Delete expired items (and their vectors): for servers or fakes with no TTL monitor."""
+    reqs = []
+    if with_vectors:
+        reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
+    reqs.append(q.WriteRequest("items", "delete_many", {"expires_at": {"$lte": now}}))
+    outcome: WriteOutcome = yield Write(tuple(reqs))
+    return outcome.deleted
+
+
+def status_plan(index: IndexSettings | None) -> Plan:
+    """What ``mongostore doctor`` prints: server, search path, indexes, counts."""
+    caps: Capabilities = yield Probe()
+    steps: list[Step] = [Count("items", {}), ListIndexes("items")]
+    if index is not None:
+        steps += [Count("vectors", {}), ListIndexes("vectors")]
+    answers = yield Parallel(tuple(steps))
+    search_index: dict[str, Any] | None = None
+    if index is not None and caps.vector_search:
+        found = yield ListSearchIndexes("vectors", index.index_name)
+        search_index = found[0] if found else None
+    return {
+        "server_version": caps.server_version,
+        "fake": caps.fake,
+        "vector_search_available": caps.vector_search,
+        "search_path": "none (no index configured)" if index is None else ("atlas" if caps.vector_search else "local"),
+        "client_bulk_write": caps.client_bulk_write,
+        "items": answers[0],
+        "item_indexes": answers[1],
+        "vectors": answers[2] if index is not None else None,
+        "vector_indexes": answers[3] if index is not None else None,
+        "vector_search_index": search_index,
+        "detail": caps.detail,
+    }
+
+
+def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
+    return (yield Aggregate("items", pipeline))
+
+
+__all__ = [
+    "NO_SEARCH_CODES",
+    "Item",
+    "PlanContext",
+    "SearchItem",
+    "aggregate_plan",
+    "batch_plan",
+    "is_no_search_error",
+    "setup_plan",
+    "status_plan",
+    "sweep_plan",
+]

@@ -1,0 +1,180 @@
+"""The I/O steps a plan asks its driver to run, and what they answer.
+
+A plan is a generator: it yields one of these frozen step objects and receives
+the step's answer (or has the step's exception thrown into it). Only the drivers
+in ``_drivers`` turn steps into pymongo or embedder calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mongostore._queries import IndexSpec, Role, WriteRequest
+
+__all__ = [
+    "Aggregate",
+    "Capabilities",
+    "Count",
+    "CreateIndexes",
+    "CreateSearchIndex",
+    "DisableVectorSearch",
+    "Embed",
+    "EnsureCollection",
+    "Find",
+    "ListIndexes",
+    "ListSearchIndexes",
+    "Parallel",
+    "Probe",
+    "Sleep",
+    "Step",
+    "UpdateSearchIndex",
+    "Write",
+    "WriteOutcome",
+]
+
+
+@dataclass(frozen=True)
+class Find:
+    """``collection.find(...)`` -> list of documents."""
+
+    role: Role
+    filter: dict[str, Any]
+    projection: dict[str, Any] | None = None
+    sort: list[tuple[str, int]] | None = None
+    skip: int = 0
+    limit: int = 0
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``collection.aggregate(pipeline)`` -> list of documents."""
+
+    role: Role
+    pipeline: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Count:
+    """``collection.count_documents(filter)`` -> int."""
+
+    role: Role
+    filter: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Write:
+    """One bulk write of requests on either collection -> ``WriteOutcome``.
+
+    Requests run in the order given: the plans put vector writes before item
+    writes. On MongoDB 8.0+ the driver sends them in one client-level
+    ``bulk_write``; elsewhere one ``bulk_write`` per collection, in that order.
+    """
+
+    requests: tuple[WriteRequest, ...]
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
+    deleted: int = 0
+    round_trips: int = 0
+
+
+@dataclass(frozen=True)
+class Embed:
+    """``embed_documents(texts)`` (``aembed_documents`` in the async store) -> vectors."""
+
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Independent steps; the async driver runs them concurrently -> list of answers."""
+
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    server_version: str
+    fake: bool
+    vector_search: bool
+    client_bulk_write: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the server can do, asked once per store and remembered -> ``Capabilities``."""
+
+
+@dataclass(frozen=True)
+class DisableVectorSearch:
+    """Remember that ``$vectorSearch`` failed as unsupported; later searches rank locally."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class CreateIndexes:
+    role: Role
+    specs: tuple[IndexSpec, ...]
+
+
+@dataclass(frozen=True)
+class ListIndexes:
+    """Names of the B-tree indexes -> list[str]."""
+
+    role: Role
+
+
+@dataclass(frozen=True)
+class EnsureCollection:
+    """Create the collection if missing (search indexes need an existing collection)."""
+
+    role: Role
+
+
+@dataclass(frozen=True)
+class ListSearchIndexes:
+    role: Role
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class CreateSearchIndex:
+    role: Role
+    name: str
+    definition: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class UpdateSearchIndex:
+    role: Role
+    name: str
+    definition: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Step = (
+    Find
+    | Aggregate
+    | Count
+    | Write
+    | Embed
+    | Parallel
+    | Probe
+    | DisableVectorSearch
+    | CreateIndexes
+    | ListIndexes
+    | EnsureCollection
+    | ListSearchIndexes
+    | CreateSearchIndex
+    | UpdateSearchIndex
+    | Sleep
+)

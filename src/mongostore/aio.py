@@ -1,0 +1,177 @@
+"""``AsyncMongoStore``: native asyncio on pymongo's ``AsyncMongoClient`` (Motor accepted).
+
+It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one
+event-loop tick are coalesced into one ``abatch``, which runs the same plans as
+``MongoStore`` through ``_drivers.run_async``. No thread pool is involved.
+Construct it inside a running event loop (LangGraph's base class requires it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from langgraph.store.base import NOT_PROVIDED, IndexConfig, NotProvided, Op, Result, TTLConfig, _validate_namespace
+from langgraph.store.base.batch import AsyncBatchedBaseStore
+
+from mongostore import _plan
+from mongostore._codec import check_value
+from mongostore._drivers import AsyncIO, run_async
+from mongostore.errors import ConfigurationError
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow, vectors_name
+
+logger = logging.getLogger("mongostore")
+
+
+class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
+    """A LangGraph store on a pymongo ``AsyncCollection`` (or a Motor collection).
+
+    >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017") as store:
+    ...     await store.setup()
+    ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        collection: Any,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        vectors_collection: Any | None = None,
+    ) -> None:
+        super().__init__()
+        self.collection = collection
+        self._configure(index, ttl)
+        self.vectors_collection = None
+        if self._index is not None:
+            self.vectors_collection = (
+                vectors_collection
+                if vectors_collection is not None
+                else collection.database[vectors_name(collection.name)]
+            )
+        self._io = AsyncIO(
+            collection,
+            self.vectors_collection,
+            self._index.embeddings if self._index else None,
+            self._index.vector_search if self._index else "auto",
+        )
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        **client_kwargs: Any,
+    ) -> AsyncIterator[AsyncMongoStore]:
+        """A store on ``conn_string`` with a tz-aware ``AsyncMongoClient``, closed afterwards.
+
+        ``mongomock://`` gives an in-memory store when ``pymongo-async-mock`` is
+        installed (it is in the ``test`` extra): for development only.
+        """
+        if conn_string.startswith("mongomock://"):
+            try:
+                from pymongo_async_mock import AsyncMongoMockClient
+            except ImportError as exc:
+                raise ConfigurationError(
+                    "an in-memory AsyncMongoStore needs pymongo-async-mock: pip install 'mongostore[test]'"
+                ) from exc
+            from mongostore._mongomock import patch_mongomock
+
+            patch_mongomock()
+            mock = AsyncMongoMockClient(tz_aware=True)
+            yield cls(mock[db_name][collection_name], index=index, ttl=ttl)
+            return
+        from pymongo import AsyncMongoClient
+
+        client: AsyncMongoClient[Any] = AsyncMongoClient(
+            conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
+        )
+        try:
+            yield cls(client[db_name][collection_name], index=index, ttl=ttl)
+        finally:
+            await client.close()
+
+    # ------------------------------------------------------------------ BaseStore
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await run_async(_plan.batch_plan(list(ops), self._context()), self._io)  # type: ignore[no-any-return]
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        # Check before queueing: a bad value must fail only its own caller, not the
+        # other coroutines whose ops are coalesced into the same batch.
+        _validate_namespace(namespace)
+        check_value(namespace, str(key), value)
+        await super().aput(namespace, key, value, index, ttl=ttl)
+
+    # ------------------------------------------------------------------ extras
+
+    async def setup(self) -> None:
+        """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
+        await run_async(_plan.setup_plan(self._index), self._io)
+
+    async def status(self) -> dict[str, Any]:
+        return await run_async(_plan.status_plan(self._index), self._io)  # type: ignore[no-any-return]
+
+    async def aaggregate(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
+        return await run_async(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+
+    async def sweep_ttl(self) -> int:
+        """Delete expired items and their vectors now; returns the number of items deleted."""
+        return await run_async(_plan.sweep_plan(utcnow(), self.vectors_collection is not None), self._io)  # type: ignore[no-any-return]
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
+        """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        seconds = self._sweep_minutes(sweep_interval_minutes) * 60
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    n = await self.sweep_ttl()
+                    if n:
+                        logger.info("TTL sweep deleted %d expired item(s)", n)
+                except Exception:
+                    logger.exception("TTL sweep failed; retrying next interval")
+
+        self._sweeper = asyncio.get_running_loop().create_task(loop())
+        return self._sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Cancel the sweeper task; True if it ended within ``timeout`` seconds."""
+        if self._sweeper is None:
+            return True
+        task, self._sweeper = self._sweeper, None
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.CancelledError:
+            return True
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+

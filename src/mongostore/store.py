@@ -1,0 +1,228 @@
+"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``.
+
+Everything a method does is a plan from ``_plan`` run by ``_drivers.run_sync``;
+this module only holds configuration, the connection helpers and the TTL sweeper
+thread. The constructor does no I/O; ``setup()`` creates indexes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
+from pymongo import MongoClient
+from pymongo.collection import Collection
+from pymongo.driver_info import DriverInfo
+
+from mongostore import _plan
+from mongostore._drivers import SyncIO, run_sync
+from mongostore._mongomock import in_memory_collection
+from mongostore.config import IndexSettings, TTLSettings, index_settings, ttl_settings
+
+logger = logging.getLogger("mongostore")
+
+DEFAULT_DB = "mongostore"
+DEFAULT_COLLECTION = "memories"
+DEFAULT_SWEEP_MINUTES = 5.0
+DRIVER_INFO = DriverInfo(name="mongostore", version="0.1.0")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def vectors_name(collection_name: str) -> str:
+    return f"{collection_name}_vectors"
+
+
+class _StoreConfig:
+    """Settings and helpers shared by the sync and async stores (no I/O)."""
+
+    collection: Any
+    vectors_collection: Any | None
+    _index: IndexSettings | None
+    _ttl: TTLSettings | None
+
+    def _configure(self, index: IndexConfig | Mapping[str, Any] | None, ttl: TTLConfig | None) -> None:
+        self._index = index_settings(index)
+        self._ttl = ttl_settings(ttl)
+        # BaseStore reads these two for refresh/default-TTL resolution; keep copies.
+        self.index_config = dict(index) if index is not None else None
+        self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
+
+    def _context(self) -> _plan.PlanContext:
+        return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow())
+
+    def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        from mongostore.analytics import scoped_pipeline
+
+        cutoff = utcnow() if self._ttl is not None and self._ttl.omit_expired else None
+        return scoped_pipeline(tuple(namespace_prefix), pipeline, now=cutoff)
+
+    def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
+        if sweep_interval_minutes is not None:
+            return float(sweep_interval_minutes)
+        if self._ttl is not None and self._ttl.sweep_interval_minutes is not None:
+            return self._ttl.sweep_interval_minutes
+        return DEFAULT_SWEEP_MINUTES
+
+
+class MongoStore(_StoreConfig, BaseStore):
+    """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
+
+    >>> with MongoStore.from_conn_string("mongodb://localhost:27017") as store:
+    ...     store.setup()
+    ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        collection: Collection[Any],
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        vectors_collection: Collection[Any] | None = None,
+    ) -> None:
+        self.collection = collection
+        self._configure(index, ttl)
+        self.vectors_collection = None
+        if self._index is not None:
+            self.vectors_collection = (
+                vectors_collection
+                if vectors_collection is not None
+                else collection.database[vectors_name(collection.name)]
+            )
+        self._io = SyncIO(
+            collection,
+            self.vectors_collection,
+            self._index.embeddings if self._index else None,
+            self._index.vector_search if self._index else "auto",
+        )
+        self._sweeper: concurrent.futures.Future[None] | None = None
+        self._sweeper_stop = threading.Event()
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> MongoStore:
+        """The embedded default: a temporary in-memory store on mongomock, for development."""
+        return cls(in_memory_collection(db_name, collection_name), index=index, ttl=ttl)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        **client_kwargs: Any,
+    ) -> Iterator[MongoStore]:
+        """A store on ``conn_string`` (``mongodb://``, ``mongodb+srv://`` or ``mongomock://``).
+
+        The client is tz-aware and closed when the block ends.
+        """
+        if conn_string.startswith("mongomock://"):
+            yield cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
+            return
+        client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
+        try:
+            yield cls(client[db_name][collection_name], index=index, ttl=ttl)
+        finally:
+            client.close()
+
+    # ------------------------------------------------------------------ BaseStore
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return run_sync(_plan.batch_plan(list(ops), self._context()), self._io)  # type: ignore[no-any-return]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
+        ops = list(ops)
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+
+    # ------------------------------------------------------------------ extras
+
+    def setup(self) -> None:
+        """Create the indexes (and the Atlas vector index, waiting until it is queryable).
+
+        Idempotent: safe to call on every start.
+        """
+        run_sync(_plan.setup_plan(self._index), self._io)
+
+    def status(self) -> dict[str, Any]:
+        """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
+        return run_sync(_plan.status_plan(self._index), self._io)  # type: ignore[no-any-return]
+
+    def aggregate(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Run an aggregation pipeline over the items under ``namespace_prefix`` only.
+
+        The store puts the scoping ``$match`` first and rejects stages that could read
+        or write outside it (``PipelineError``). See ``mongostore.analytics``.
+        """
+        return run_sync(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items and their vectors now; returns the number of items deleted.
+
+        MongoDB's TTL monitor does this on its own (about once a minute); this is for
+        fakes and for deployments where you want it done at a known time.
+        """
+        return run_sync(_plan.sweep_plan(utcnow(), self.vectors_collection is not None), self._io)  # type: ignore[no-any-return]
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
+        """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        minutes = self._sweep_minutes(sweep_interval_minutes)
+        self._sweeper_stop.clear()
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def loop() -> None:
+            try:
+                while not self._sweeper_stop.wait(minutes * 60):
+                    try:
+                        n = self.sweep_ttl()
+                        if n:
+                            logger.info("TTL sweep deleted %d expired item(s)", n)
+                    except Exception:
+                        logger.exception("TTL sweep failed; retrying next interval")
+                future.set_result(None)
+            except BaseException as exc:  # pragma: no cover - defensive
+                future.set_exception(exc)
+
+        threading.Thread(target=loop, name="mongostore-ttl-sweeper", daemon=True).start()
+        self._sweeper = future
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True if it stopped within ``timeout`` seconds."""
+        if self._sweeper is None:
+            return True
+        self._sweeper_stop.set()
+        try:
+            self._sweeper.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        self._sweeper = None
+        return True

@@ -1,0 +1,818 @@
+"""A fake MongoDB Atlas at the driver edge: mongomock plus Atlas Vector Search.
+
+mongomock has no ``$vectorSearch`` and no search-index commands. The wrappers here
+add them, so tests execute the store's real ``$vectorSearch`` pipeline instead of
+only checking its shape:
+
+- ``AtlasCollection`` / ``AtlasDatabase`` wrap a sync mongomock collection/database;
+  ``AsyncAtlasCollection`` / ``AsyncAtlasDatabase`` wrap ``pymongo_async_mock``'s
+  (which masquerade as pymongo's ``AsyncCollection``/``AsyncDatabase``). Every other
+  attribute is delegated, so find, bulk_write, create_index... behave as mongomock.
+- ``AtlasSearch`` is the state of one fake Atlas database: search indexes per
+  collection and call counters. Index management and the pipeline evaluation live
+  there, once, and both wrappers call them; the wrappers only add cursors/await.
+
+What ``$vectorSearch`` checks, as Atlas does (mongodb-facts.md sections 1-3): first
+stage only; the index exists (else no results, no error), is a vectorSearch index and
+is queryable (else no results); ``path`` is a vector field of the index; the query
+vector has ``numDimensions`` numbers; ``limit``/``numCandidates`` are ints with
+``limit <= numCandidates <= 10000`` unless ``exact``; the filter uses only
+$eq $ne $gt $gte $lt $lte $in $nin $exists $not $nor $and $or, on paths declared
+``{"type": "filter"}``, with scalar (or array of scalar) operands.
+
+Then it selects documents with mongomock's own matcher (``find(filter)``), scores them
+with numpy (cosine/dotProduct: ``(1 + s) / 2``; euclidean: ``1 / (1 + d**2)``), keeps
+the top ``numCandidates`` (exact candidates: the fake has perfect recall) and
+``limit``, and runs the rest of the pipeline on them with mongomock's own aggregation
+engine, ``{"$meta": "vectorSearchScore"}`` being rewritten to a hidden field.
+
+Not modelled: ANN recall loss, eventual consistency of writes (documents are
+searchable at once), ``vectorSearchScore`` surviving a ``$project`` that drops the
+hidden field, BinData vectors other than via ``Binary.as_vector``, ``autoEmbed``,
+``$search`` indexes' queries. Error codes for invalid ``$vectorSearch`` specs are not
+documented by MongoDB; the fake uses code 8 and says so in the message.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import mongomock
+import numpy as np
+from bson import ObjectId, Regex
+from bson.binary import Binary
+from mongomock.aggregate import process_pipeline
+from pymongo.errors import OperationFailure
+from pymongo.operations import SearchIndexModel
+
+from mongostore._mongomock import patch_mongomock
+
+__all__ = [
+    "SCORE_FIELD",
+    "AsyncAtlasCollection",
+    "AsyncAtlasDatabase",
+    "AsyncListCursor",
+    "AtlasCollection",
+    "AtlasDatabase",
+    "AtlasSearch",
+    "ListCursor",
+    "VectorSearchRequest",
+    "async_atlas_collection",
+    "atlas_collection",
+]
+
+SCORE_FIELD = "__vs_score"
+MAX_NUM_CANDIDATES = 10_000
+MAX_DIMENSIONS = 8192
+SIMILARITIES = frozenset({"cosine", "dotProduct", "euclidean"})
+FIELD_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not"})
+LOGICAL_OPERATORS = frozenset({"$and", "$or", "$nor"})
+STAGE_KEYS = frozenset(
+    {
+        "index",
+        "path",
+        "queryVector",
+        "numCandidates",
+        "limit",
+        "filter",
+        "exact",
+        "explainOptions",
+        "returnStoredSource",
+        "searchNodePreference",
+    }
+)
+# Error codes (mongodb-facts.md section 3). Codes for invalid $vectorSearch specs are
+# undocumented; mongot errors reach drivers as code 8 (UnknownError) in practice.
+NAMESPACE_NOT_FOUND = 26
+INDEX_NOT_FOUND = 27
+INDEX_ALREADY_EXISTS = 68
+SEARCH_NOT_ENABLED = 31082
+NOT_FIRST_STAGE = 40602
+MONGOT_ERROR = 8
+BAD_VALUE = 2
+
+_FILTERABLE_SCALARS = (bool, int, float, str, datetime, ObjectId, uuid.UUID, Binary)
+
+
+def _fail(message: str, code: int = MONGOT_ERROR) -> OperationFailure:
+    return OperationFailure(message, code, {"ok": 0, "errmsg": message, "code": code})
+
+
+# --------------------------------------------------------------------------- cursors
+
+
+class ListCursor:
+    """A sync command cursor over a list (pymongo's ``CommandCursor`` surface)."""
+
+    def __init__(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        self._docs: Iterator[Mapping[str, Any]] = iter(list(docs))
+        self._alive = True
+
+    def __iter__(self) -> ListCursor:
+        return self
+
+    def __next__(self) -> Mapping[str, Any]:
+        try:
+            return next(self._docs)
+        except StopIteration:
+            self._alive = False
+            raise
+
+    next = __next__
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def to_list(self, length: int | None = None) -> list[Mapping[str, Any]]:
+        if length is not None and length < 1:
+            raise ValueError("to_list() length must be greater than 0")
+        out = list(self._docs) if length is None else list(itertools.islice(self._docs, length))
+        if length is None:
+            self._alive = False
+        return out
+
+    def close(self) -> None:
+        self._docs = iter(())
+        self._alive = False
+
+    def __enter__(self) -> ListCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncListCursor:
+    """An async command cursor over a list (pymongo's ``AsyncCommandCursor`` surface)."""
+
+    def __init__(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        self._cursor = ListCursor(docs)
+
+    def __aiter__(self) -> AsyncListCursor:
+        return self
+
+    async def __anext__(self) -> Mapping[str, Any]:
+        try:
+            return next(self._cursor)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    next = __anext__
+
+    @property
+    def alive(self) -> bool:
+        return self._cursor.alive
+
+    async def to_list(self, length: int | None = None) -> list[Mapping[str, Any]]:
+        return self._cursor.to_list(length)
+
+    async def close(self) -> None:
+        self._cursor.close()
+
+    async def __aenter__(self) -> AsyncListCursor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class _SearchIndex:
+    id: str
+    name: str
+    type: str
+    definition: dict[str, Any]  # what queries use (the last definition that became READY)
+    latest_definition: dict[str, Any]
+    pending_polls: int
+    queryable: bool
+    version: int = 0
+    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def poll(self) -> dict[str, Any]:
+        """The ``$listSearchIndexes`` document; each poll brings a build one step closer."""
+        if self.pending_polls > 0:
+            self.pending_polls -= 1
+            status = "BUILDING"
+        else:
+            self._become_ready()
+            status = "READY"
+        return {
+            "id": self.id,
+            "name": self.name,
+            "type": self.type,
+            "status": status,
+            "queryable": self.queryable,
+            "latestDefinitionVersion": {"version": self.version, "createdAt": self.created_at},
+            "latestDefinition": copy.deepcopy(self.latest_definition),
+        }
+
+    def _become_ready(self) -> None:
+        self.pending_polls = 0
+        self.definition = copy.deepcopy(self.latest_definition)
+        self.queryable = True
+
+
+@dataclass(frozen=True)
+class VectorSearchRequest:
+    """One ``$vectorSearch`` the fake was asked to run (for assertions)."""
+
+    collection: str
+    index: str
+    num_candidates: int | None
+    limit: int
+    exact: bool
+    filter: dict[str, Any] | None
+
+
+class AtlasSearch:
+    """Search indexes and counters of one fake Atlas database.
+
+    ``queryable_after``: how many ``list_search_indexes`` polls report an index (new or
+    updated) as ``BUILDING`` before it is ``READY``; until then a new index answers
+    ``$vectorSearch`` with no results, and an updated one keeps its old definition.
+    ``search_enabled=False`` makes every search command fail like a plain mongod 8.x
+    (code 31082), for testing the store's fallback.
+    """
+
+    def __init__(self, queryable_after: int = 0, search_enabled: bool = True) -> None:
+        self.queryable_after = queryable_after
+        self.search_enabled = search_enabled
+        self.indexes: dict[str, dict[str, _SearchIndex]] = {}
+        self.aggregate_calls = 0
+        self.vector_search_calls = 0
+        self.list_search_indexes_calls = 0
+        self.requests: list[VectorSearchRequest] = []
+
+    # ------------------------------------------------------------ assertions
+
+    @property
+    def num_candidates_asked(self) -> list[int | None]:
+        return [r.num_candidates for r in self.requests]
+
+    @property
+    def limits_asked(self) -> list[int]:
+        return [r.limit for r in self.requests]
+
+    def finish_builds(self) -> None:
+        """Make every pending index build READY now (as if enough time had passed)."""
+        for by_name in self.indexes.values():
+            for index in by_name.values():
+                index._become_ready()
+
+    # ------------------------------------------------------------ index management
+
+    def _check_enabled(self) -> None:
+        if not self.search_enabled:
+            raise _fail(
+                "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage requires "
+                "additional configuration. Please connect to Atlas or an AtlasCLI local deployment to enable.",
+                SEARCH_NOT_ENABLED,
+            )
+
+    def create_index(self, db: Any, coll_name: str, model: SearchIndexModel | Mapping[str, Any]) -> str:
+        self._check_enabled()
+        doc = dict(model.document if isinstance(model, SearchIndexModel) else SearchIndexModel(**model).document)
+        name = doc.get("name", "default")
+        type_ = doc.get("type", "search")
+        definition = copy.deepcopy(dict(doc["definition"]))
+        if coll_name not in db.list_collection_names():
+            raise _fail(f"Collection '{db.name}.{coll_name}' does not exist.", NAMESPACE_NOT_FOUND)
+        if type_ == "vectorSearch":
+            _check_definition(definition)
+        elif type_ != "search":
+            raise _fail(f"Invalid search index type {type_!r}", BAD_VALUE)
+        by_name = self.indexes.setdefault(coll_name, {})
+        if name in by_name:
+            raise _fail(f"Index {name} already exists.", INDEX_ALREADY_EXISTS)
+        index = _SearchIndex(
+            id=str(ObjectId()),
+            name=name,
+            type=type_,
+            definition=definition,
+            latest_definition=copy.deepcopy(definition),
+            pending_polls=self.queryable_after,
+            queryable=self.queryable_after == 0,
+        )
+        by_name[name] = index
+        return name
+
+    def list_indexes(self, coll_name: str, name: str | None = None) -> list[dict[str, Any]]:
+        self._check_enabled()
+        self.list_search_indexes_calls += 1
+        by_name = self.indexes.get(coll_name, {})
+        return [index.poll() for index in by_name.values() if name is None or index.name == name]
+
+    def update_index(self, db: Any, coll_name: str, name: str, definition: Mapping[str, Any]) -> None:
+        self._check_enabled()
+        if coll_name not in db.list_collection_names():
+            return  # pymongo swallows NamespaceNotFound for updateSearchIndex
+        index = self.indexes.get(coll_name, {}).get(name)
+        if index is None:
+            raise _fail(f"Search index {name} not found", INDEX_NOT_FOUND)
+        definition = copy.deepcopy(dict(definition))
+        if index.type == "vectorSearch":
+            _check_definition(definition)
+        index.latest_definition = definition
+        index.version += 1
+        index.pending_polls = self.queryable_after
+        if self.queryable_after == 0:
+            index._become_ready()
+
+    def drop_index(self, db: Any, coll_name: str, name: str) -> None:
+        self._check_enabled()
+        if coll_name not in db.list_collection_names():
+            return  # pymongo swallows NamespaceNotFound for dropSearchIndex
+        if self.indexes.get(coll_name, {}).pop(name, None) is None:
+            raise _fail(f"Search index {name} not found", INDEX_NOT_FOUND)
+
+    def forget_collection(self, coll_name: str) -> None:
+        """Dropping a collection drops its search indexes."""
+        self.indexes.pop(coll_name, None)
+
+    # ------------------------------------------------------------ aggregation
+
+    def aggregate(self, db: Any, coll_name: str, pipeline: Sequence[Mapping[str, Any]], kwargs: Any) -> Any:
+        """Results of a pipeline with ``$vectorSearch``, or None to let mongomock run it."""
+        self.aggregate_calls += 1
+        pipeline = list(pipeline)
+        for i, stage in enumerate(pipeline):
+            if _mentions_vector_search(stage, top=i == 0):
+                raise _fail("$vectorSearch is only valid as the first stage in a pipeline", NOT_FIRST_STAGE)
+        if not pipeline or set(pipeline[0]) != {"$vectorSearch"}:
+            return None
+        self.vector_search_calls += 1
+        self._check_enabled()
+        hits = self._vector_search(db, coll_name, pipeline[0]["$vectorSearch"])
+        rest = _replace_score_meta(pipeline[1:])
+        docs = list(process_pipeline(hits, db, rest, kwargs.get("session")))
+        return [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
+
+    def _vector_search(self, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
+        if not isinstance(spec, Mapping):
+            raise _fail("$vectorSearch takes a document")
+        unknown = set(spec) - STAGE_KEYS
+        if unknown:
+            raise _fail(f"$vectorSearch: unrecognized field(s) {sorted(unknown)}")
+        for key in ("index", "path", "queryVector", "limit"):
+            if key not in spec:
+                raise _fail(f'$vectorSearch: "{key}" is required')
+        exact = spec.get("exact", False)
+        if not isinstance(exact, bool):
+            raise _fail('$vectorSearch: "exact" must be a boolean')
+        limit = _positive_int(spec, "limit")
+        num_candidates: int | None = None
+        if not exact or "numCandidates" in spec:
+            if "numCandidates" not in spec:
+                raise _fail('$vectorSearch: "numCandidates" is required when "exact" is false or omitted')
+            num_candidates = _positive_int(spec, "numCandidates")
+            if num_candidates > MAX_NUM_CANDIDATES:
+                raise _fail(f'$vectorSearch: "numCandidates" must be less than or equal to {MAX_NUM_CANDIDATES}')
+            if limit > num_candidates:
+                raise _fail('$vectorSearch: "limit" must be less than or equal to "numCandidates"')
+        filt = spec.get("filter")
+        if filt is not None and not isinstance(filt, Mapping):
+            raise _fail('$vectorSearch: "filter" must be a document')
+        self.requests.append(
+            VectorSearchRequest(
+                coll_name, str(spec["index"]), num_candidates, limit, exact, copy.deepcopy(dict(filt)) if filt else None
+            )
+        )
+
+        index = self.indexes.get(coll_name, {}).get(spec["index"])
+        if index is None or coll_name not in db.list_collection_names():
+            return []  # Atlas: an unknown index (or collection) gives no results, not an error
+        if index.type != "vectorSearch":
+            raise _fail(f"$vectorSearch: index {index.name!r} is not a vectorSearch index")
+        if not index.queryable:
+            return []
+        fields = index.definition["fields"]
+        vector_fields = {f["path"]: f for f in fields if f["type"] == "vector"}
+        filter_paths = {f["path"] for f in fields if f["type"] == "filter"}
+        vector_field = vector_fields.get(spec["path"])
+        if vector_field is None:
+            raise _fail(f"$vectorSearch: Path '{spec['path']}' needs to be indexed as vector")
+        dims = vector_field["numDimensions"]
+        query = _as_vector(spec["queryVector"])
+        if query is None:
+            raise _fail('$vectorSearch: "queryVector" must be an array of numbers')
+        if len(query) != dims:
+            raise _fail(
+                f"$vectorSearch: vector field is indexed with {dims} dimensions but queried with {len(query)}"
+            )
+        if filt:
+            _check_filter(filt, filter_paths)
+
+        docs, vectors = [], []
+        for doc in db[coll_name].find(dict(filt or {})):
+            vec = _as_vector(_get_path(doc, spec["path"]))
+            if vec is not None and len(vec) == dims:  # other documents are not in the index
+                docs.append(doc)
+                vectors.append(vec)
+        scores, keep = _scores(np.asarray(query, dtype=np.float64), vectors, vector_field["similarity"])
+        ranked = sorted(keep, key=lambda i: -scores[i])  # stable: ties in natural order
+        if num_candidates is not None and not exact:
+            ranked = ranked[:num_candidates]
+        out = []
+        for i in ranked[:limit]:
+            docs[i][SCORE_FIELD] = float(scores[i])
+            out.append(docs[i])
+        return out
+
+
+# --------------------------------------------------------------------------- the evaluation's pieces
+
+
+def _check_definition(definition: Mapping[str, Any]) -> None:
+    fields = definition.get("fields")
+    if not isinstance(fields, list) or not fields:
+        raise _fail('vectorSearch index definition: "fields" must be a non-empty array', BAD_VALUE)
+    paths: set[str] = set()
+    for f in fields:
+        if not isinstance(f, Mapping) or not isinstance(f.get("path"), str):
+            raise _fail(f"vectorSearch index definition: invalid field {f!r}", BAD_VALUE)
+        if f["path"] in paths:
+            raise _fail(f"vectorSearch index definition: path {f['path']!r} is indexed twice", BAD_VALUE)
+        paths.add(f["path"])
+        if f.get("type") == "vector":
+            dims = f.get("numDimensions")
+            if not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= MAX_DIMENSIONS:
+                raise _fail(f"vectorSearch index definition: numDimensions must be 1..{MAX_DIMENSIONS}", BAD_VALUE)
+            if f.get("similarity") not in SIMILARITIES:
+                raise _fail(f"vectorSearch index definition: similarity must be one of {sorted(SIMILARITIES)}")
+        elif f.get("type") != "filter":
+            raise _fail(f"vectorSearch index definition: unsupported field type {f.get('type')!r}", BAD_VALUE)
+    if not any(f["type"] == "vector" for f in fields):
+        raise _fail("vectorSearch index definition: needs a field of type vector", BAD_VALUE)
+
+
+def _mentions_vector_search(obj: Any, top: bool) -> bool:
+    """``$vectorSearch`` anywhere but as the first stage itself (sub-pipelines included)."""
+    if isinstance(obj, Mapping):
+        return any(
+            (k == "$vectorSearch" and not top) or _mentions_vector_search(v, top=False) for k, v in obj.items()
+        )
+    if isinstance(obj, list):
+        return any(_mentions_vector_search(v, top=False) for v in obj)
+    return False
+
+
+def _replace_score_meta(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        if dict(obj) == {"$meta": "vectorSearchScore"}:
+            return "$" + SCORE_FIELD
+        return {k: _replace_score_meta(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_replace_score_meta(v) for v in obj]
+    return obj
+
+
+def _positive_int(spec: Mapping[str, Any], key: str) -> int:
+    value = spec[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _fail(f'$vectorSearch: "{key}" must be a positive integer, got {value!r}')
+    return value
+
+
+def _as_vector(value: Any) -> list[float] | None:
+    if isinstance(value, Binary) and value.subtype == 9:
+        value = list(value.as_vector().data)
+    if not isinstance(value, list) or not value:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+        return None
+    return [float(x) for x in value]
+
+
+def _get_path(doc: Mapping[str, Any], path: str) -> Any:
+    value: Any = doc
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _scores(query: Any, vectors: list[list[float]], similarity: str) -> tuple[Any, list[int]]:
+    """Atlas's normalised scores, and which documents the index holds."""
+    if not vectors:
+        return np.zeros(0), []
+    m = np.asarray(vectors, dtype=np.float64)
+    keep = list(range(len(vectors)))
+    if similarity == "euclidean":
+        return 1.0 / (1.0 + np.sum((m - query) ** 2, axis=1)), keep
+    dots = m @ query
+    if similarity == "dotProduct":
+        return (1.0 + dots) / 2.0, keep
+    norms = np.linalg.norm(m, axis=1)
+    qnorm = float(np.linalg.norm(query))
+    # cosine is undefined for zero vectors: Atlas cannot index them; a zero query scores 0.5.
+    keep = [i for i in keep if norms[i] > 0]
+    cos = np.zeros_like(dots)
+    np.divide(dots, norms * qnorm, out=cos, where=(norms * qnorm) > 0)
+    return (1.0 + np.clip(cos, -1.0, 1.0)) / 2.0, keep
+
+
+def _check_filter(filt: Mapping[str, Any], filter_paths: set[str]) -> None:
+    for key, value in filt.items():
+        if not isinstance(key, str):
+            raise _fail(f"$vectorSearch filter: invalid field name {key!r}")
+        if key in LOGICAL_OPERATORS:
+            if not isinstance(value, list) or not value or not all(isinstance(v, Mapping) for v in value):
+                raise _fail(f"$vectorSearch filter: {key} takes a non-empty array of documents")
+            for sub in value:
+                _check_filter(sub, filter_paths)
+        elif key.startswith("$"):
+            raise _fail(f"$vectorSearch filter: operator {key} is not supported")
+        else:
+            if key not in filter_paths:
+                raise _fail(f"$vectorSearch filter: Path '{key}' needs to be indexed as filter")
+            _check_condition(key, value)
+
+
+def _check_condition(path: str, cond: Any) -> None:
+    if isinstance(cond, Mapping) and cond and all(isinstance(k, str) and k.startswith("$") for k in cond):
+        for op, operand in cond.items():
+            if op not in FIELD_OPERATORS:
+                raise _fail(f"$vectorSearch filter on '{path}': operator {op} is not supported")
+            if op == "$not":
+                if not (isinstance(operand, Mapping) and operand and all(str(k).startswith("$") for k in operand)):
+                    raise _fail(f"$vectorSearch filter on '{path}': $not takes an operator document")
+                _check_condition(path, operand)
+            elif op in ("$in", "$nin"):
+                if not isinstance(operand, list):
+                    raise _fail(f"$vectorSearch filter on '{path}': {op} takes an array")
+                for v in operand:
+                    _check_operand(path, v, in_array=True)
+            elif op == "$exists":
+                if not isinstance(operand, bool):
+                    raise _fail(f"$vectorSearch filter on '{path}': $exists takes a boolean")
+            else:
+                _check_operand(path, operand)
+    else:
+        _check_operand(path, cond)
+
+
+def _check_operand(path: str, value: Any, in_array: bool = False) -> None:
+    if value is None or isinstance(value, _FILTERABLE_SCALARS):
+        return
+    if isinstance(value, list) and not in_array:
+        for v in value:
+            _check_operand(path, v, in_array=True)
+        return
+    what = "regular expression" if isinstance(value, (Regex, re.Pattern)) else type(value).__name__
+    raise _fail(f"$vectorSearch filter on '{path}': a {what} value cannot be filtered on")
+
+
+
+# --------------------------------------------------------------------------- sync wrappers
+
+
+class AtlasDatabase:
+    """A mongomock ``Database`` whose collections are ``AtlasCollection``s."""
+
+    def __init__(self, database: Any, atlas: AtlasSearch) -> None:
+        self._db = database
+        self._atlas = atlas
+
+    @property
+    def atlas(self) -> AtlasSearch:
+        return self._atlas
+
+    @property
+    def delegate(self) -> Any:
+        return self._db
+
+    def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AtlasCollection:
+        return AtlasCollection(self._db.get_collection(name, *args, **kwargs), self)
+
+    def __getitem__(self, name: str) -> AtlasCollection:
+        return self.get_collection(name)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._db, name)
+        return AtlasCollection(value, self) if isinstance(value, mongomock.Collection) else value
+
+    def create_collection(self, name: str, *args: Any, **kwargs: Any) -> AtlasCollection:
+        return AtlasCollection(self._db.create_collection(name, *args, **kwargs), self)
+
+    def drop_collection(self, name_or_collection: Any, *args: Any, **kwargs: Any) -> Any:
+        name = name_or_collection if isinstance(name_or_collection, str) else name_or_collection.name
+        self._atlas.forget_collection(name)
+        return self._db.drop_collection(name, *args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AtlasDatabase):
+            return bool(self._db == other._db)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._db)
+
+    def __repr__(self) -> str:
+        return f"AtlasDatabase({self._db!r})"
+
+
+class AtlasCollection:
+    """A mongomock ``Collection`` with ``$vectorSearch`` and the search-index methods."""
+
+    def __init__(self, collection: Any, database: AtlasDatabase) -> None:
+        self._coll = collection
+        self._database = database
+
+    @property
+    def atlas(self) -> AtlasSearch:
+        return self._database.atlas
+
+    @property
+    def database(self) -> AtlasDatabase:
+        return self._database
+
+    @property
+    def delegate(self) -> Any:
+        return self._coll
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._coll, name)
+        return AtlasCollection(value, self._database) if isinstance(value, mongomock.Collection) else value
+
+    def with_options(self, *args: Any, **kwargs: Any) -> AtlasCollection:
+        return AtlasCollection(self._coll.with_options(*args, **kwargs), self._database)
+
+    def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        docs = self.atlas.aggregate(self._coll.database, self._coll.name, pipeline, kwargs)
+        if docs is None:
+            return self._coll.aggregate(pipeline, *args, **kwargs)
+        return ListCursor(docs)
+
+    def list_search_indexes(self, name: str | None = None, *args: Any, **kwargs: Any) -> ListCursor:
+        return ListCursor(self.atlas.list_indexes(self._coll.name, name))
+
+    def create_search_index(self, model: SearchIndexModel | Mapping[str, Any], *args: Any, **kwargs: Any) -> str:
+        return self.atlas.create_index(self._coll.database, self._coll.name, model)
+
+    def create_search_indexes(self, models: Sequence[SearchIndexModel], *args: Any, **kwargs: Any) -> list[str]:
+        return [self.create_search_index(m) for m in models]
+
+    def update_search_index(self, name: str, definition: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.atlas.update_index(self._coll.database, self._coll.name, name, definition)
+
+    def drop_search_index(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self.atlas.drop_index(self._coll.database, self._coll.name, name)
+
+    def drop(self, *args: Any, **kwargs: Any) -> None:
+        self.atlas.forget_collection(self._coll.name)
+        self._coll.drop(*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AtlasCollection):
+            return bool(self._coll == other._coll)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._coll)
+
+    def __repr__(self) -> str:
+        return f"AtlasCollection({self._coll!r})"
+
+
+def atlas_collection(db_name: str = "test", coll_name: str = "memories", **search_opts: Any) -> AtlasCollection:
+    """A collection of a fresh fake Atlas database (``search_opts`` go to ``AtlasSearch``)."""
+    patch_mongomock()
+    client = mongomock.MongoClient(tz_aware=True)
+    return AtlasDatabase(client[db_name], AtlasSearch(**search_opts))[coll_name]
+
+
+# --------------------------------------------------------------------------- async wrappers
+
+
+def _is_async_mock_collection(value: Any) -> bool:
+    from pymongo_async_mock import AsyncMongoMockCollection
+
+    return isinstance(value, AsyncMongoMockCollection)
+
+
+class AsyncAtlasDatabase:
+    """A ``pymongo_async_mock`` database whose collections are ``AsyncAtlasCollection``s."""
+
+    def __init__(self, database: Any, atlas: AtlasSearch) -> None:
+        self._db = database  # pymongo_async_mock's AsyncMongoMockDatabase
+        self._atlas = atlas
+
+    @property
+    def atlas(self) -> AtlasSearch:
+        return self._atlas
+
+    @property
+    def sync(self) -> Any:
+        """The mongomock ``Database`` underneath (shared data)."""
+        return self._db.delegate
+
+    def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AsyncAtlasCollection:
+        return AsyncAtlasCollection(self._db.get_collection(name, *args, **kwargs), self)
+
+    def __getitem__(self, name: str) -> AsyncAtlasCollection:
+        return self.get_collection(name)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._db, name)
+        return AsyncAtlasCollection(value, self) if _is_async_mock_collection(value) else value
+
+    async def create_collection(self, name: str, *args: Any, **kwargs: Any) -> AsyncAtlasCollection:
+        await self._db.create_collection(name, *args, **kwargs)
+        return self.get_collection(name)
+
+    async def drop_collection(self, name_or_collection: Any, *args: Any, **kwargs: Any) -> Any:
+        name = name_or_collection if isinstance(name_or_collection, str) else name_or_collection.name
+        self._atlas.forget_collection(name)
+        return await self._db.drop_collection(name, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"AsyncAtlasDatabase({self._db.delegate!r})"
+
+
+class AsyncAtlasCollection:
+    """``pymongo_async_mock``'s collection with ``$vectorSearch`` and search-index coroutines.
+
+    ``isinstance(coll, pymongo.asynchronous.collection.AsyncCollection)`` holds, as for
+    the wrapped collection.
+    """
+
+    def __init__(self, collection: Any, database: AsyncAtlasDatabase) -> None:
+        self._coll = collection  # pymongo_async_mock's AsyncMongoMockCollection
+        self._database = database
+
+    @property
+    def __class__(self) -> type:  # type: ignore[override]
+        return self._coll.__class__  # type: ignore[no-any-return]
+
+    @property
+    def atlas(self) -> AtlasSearch:
+        return self._database.atlas
+
+    @property
+    def database(self) -> AsyncAtlasDatabase:
+        return self._database
+
+    @property
+    def delegate(self) -> Any:
+        return self._coll
+
+    @property
+    def _sync_db(self) -> Any:
+        return self._database.sync
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._coll, name)
+        return AsyncAtlasCollection(value, self._database) if _is_async_mock_collection(value) else value
+
+    async def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        docs = self.atlas.aggregate(self._sync_db, self._coll.name, pipeline, kwargs)
+        if docs is None:
+            return await self._coll.aggregate(pipeline, *args, **kwargs)
+        return AsyncListCursor(docs)
+
+    async def list_search_indexes(self, name: str | None = None, *args: Any, **kwargs: Any) -> AsyncListCursor:
+        return AsyncListCursor(self.atlas.list_indexes(self._coll.name, name))
+
+    async def create_search_index(
+        self, model: SearchIndexModel | Mapping[str, Any], *args: Any, **kwargs: Any
+    ) -> str:
+        return self.atlas.create_index(self._sync_db, self._coll.name, model)
+
+    async def create_search_indexes(self, models: Sequence[SearchIndexModel], *args: Any, **kwargs: Any) -> list[str]:
+        return [self.atlas.create_index(self._sync_db, self._coll.name, m) for m in models]
+
+    async def update_search_index(self, name: str, definition: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.atlas.update_index(self._sync_db, self._coll.name, name, definition)
+
+    async def drop_search_index(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self.atlas.drop_index(self._sync_db, self._coll.name, name)
+
+    async def drop(self, *args: Any, **kwargs: Any) -> None:
+        self.atlas.forget_collection(self._coll.name)
+        await self._coll.drop(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"AsyncAtlasCollection({self._coll.name!r})"
+
+
+def async_atlas_collection(
+    db_name: str = "test", coll_name: str = "memories", **search_opts: Any
+) -> AsyncAtlasCollection:
+    """A collection of a fresh fake async Atlas database (``search_opts`` go to ``AtlasSearch``)."""
+    from pymongo_async_mock import AsyncMongoMockClient
+
+    patch_mongomock()
+    client = AsyncMongoMockClient(tz_aware=True)
+    return AsyncAtlasDatabase(client[db_name], AtlasSearch(**search_opts))[coll_name]
