@@ -49,10 +49,18 @@ def patch_mongomock() -> None:
     _patched = True
 
 
+_FAKE_MODULES = ("mongomock", "mongomock_motor", "pymongo_async_mock")
+
+
 def is_fake(collection: Any) -> bool:
-    """True for mongomock (and its async wrappers): no server, no search, no client bulk_write."""
-    module = type(collection).__module__
-    return module.startswith(("mongomock", "mongomock_motor", "pymongo_async_mock"))
+    """True for mongomock and its async wrappers (no server commands, no client bulk_write).
+
+    Looks through wrappers (counting proxies, test doubles) at the client they sit on.
+    """
+    for obj in (collection, getattr(getattr(collection, "database", None), "client", None)):
+        if obj is not None and any(cls.__module__.startswith(_FAKE_MODULES) for cls in type(obj).__mro__):
+            return True
+    return False
 
 
 def in_memory_collection(db_name: str = "mongostore", collection_name: str = "memories") -> Any:

@@ -35,6 +35,7 @@ documented by MongoDB; the fake uses code 8 and says so in the message.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import re
@@ -45,10 +46,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 import mongomock
+import mongomock.aggregate
 import numpy as np
 from bson import ObjectId, Regex
 from bson.binary import Binary
-from mongomock.aggregate import process_pipeline
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
@@ -89,7 +90,7 @@ STAGE_KEYS = frozenset(
     }
 )
 # Error codes (mongodb-facts.md section 3). Codes for invalid $vectorSearch specs are
-# undocumented; mongot errors reach drivers as code 8 (UnknownError) in practice.
+# not documented by MongoDB: the fake uses 8 (UnknownError) for them (UNVERIFIED).
 NAMESPACE_NOT_FOUND = 26
 INDEX_NOT_FOUND = 27
 INDEX_ALREADY_EXISTS = 68
@@ -355,7 +356,8 @@ class AtlasSearch:
         self._check_enabled()
         hits = self._vector_search(db, coll_name, pipeline[0]["$vectorSearch"])
         rest = _replace_score_meta(pipeline[1:])
-        docs = list(process_pipeline(hits, db, rest, kwargs.get("session")))
+        with server_semantics():
+            docs = list(mongomock.aggregate.process_pipeline(hits, db, rest, kwargs.get("session")))
         return [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
 
     def _vector_search(self, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
@@ -431,6 +433,34 @@ class AtlasSearch:
 
 
 # --------------------------------------------------------------------------- the evaluation's pieces
+
+
+@contextlib.contextmanager
+def server_semantics() -> Iterator[None]:
+    """Run mongomock's aggregation with the server's answer for empty input.
+
+    On MongoDB, ``$count`` and ``$group`` output no document when their input is
+    empty (``$count`` docs: "If the input dataset is empty, $count doesn't return a
+    result"); mongomock 4.3 outputs ``{n: 0}`` / one group. A store that reads
+    ``hits[0]["n"]`` would pass on mongomock and fail on Atlas.
+    """
+    handlers = mongomock.aggregate._PIPELINE_HANDLERS
+    saved = {name: handlers[name] for name in ("$count", "$group")}
+
+    def empty_in_empty_out(handler: Any) -> Any:
+        def run(in_collection: Any, database: Any, options: Any) -> Any:
+            in_collection = list(in_collection)
+            return [] if not in_collection else handler(in_collection, database, options)
+
+        return run
+
+    for name, handler in saved.items():
+        handlers[name] = empty_in_empty_out(handler)
+    try:
+        yield
+    finally:
+        handlers.update(saved)
+
 
 
 def _check_definition(definition: Mapping[str, Any]) -> None:
@@ -593,6 +623,11 @@ class AtlasDatabase:
     def delegate(self) -> Any:
         return self._db
 
+    @property
+    def mongomock_db(self) -> Any:
+        """The mongomock ``Database`` underneath (to seed or inspect data directly)."""
+        return self._db
+
     def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AtlasCollection:
         return AtlasCollection(self._db.get_collection(name, *args, **kwargs), self)
 
@@ -652,7 +687,8 @@ class AtlasCollection:
     def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
         docs = self.atlas.aggregate(self._coll.database, self._coll.name, pipeline, kwargs)
         if docs is None:
-            return self._coll.aggregate(pipeline, *args, **kwargs)
+            with server_semantics():
+                return ListCursor(self._coll.aggregate(pipeline, *args, **kwargs))
         return ListCursor(docs)
 
     def list_search_indexes(self, name: str | None = None, *args: Any, **kwargs: Any) -> ListCursor:
@@ -714,8 +750,12 @@ class AsyncAtlasDatabase:
         return self._atlas
 
     @property
-    def sync(self) -> Any:
-        """The mongomock ``Database`` underneath (shared data)."""
+    def delegate(self) -> Any:
+        return self._db
+
+    @property
+    def mongomock_db(self) -> Any:
+        """The mongomock ``Database`` underneath (shared data; to seed or inspect directly)."""
         return self._db.delegate
 
     def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AsyncAtlasCollection:
@@ -770,7 +810,7 @@ class AsyncAtlasCollection:
 
     @property
     def _sync_db(self) -> Any:
-        return self._database.sync
+        return self._database.mongomock_db
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._coll, name)
@@ -779,7 +819,8 @@ class AsyncAtlasCollection:
     async def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
         docs = self.atlas.aggregate(self._sync_db, self._coll.name, pipeline, kwargs)
         if docs is None:
-            return await self._coll.aggregate(pipeline, *args, **kwargs)
+            with server_semantics():  # pymongo_async_mock runs the pipeline inside this await
+                return AsyncListCursor(await (await self._coll.aggregate(pipeline, *args, **kwargs)).to_list())
         return AsyncListCursor(docs)
 
     async def list_search_indexes(self, name: str | None = None, *args: Any, **kwargs: Any) -> AsyncListCursor:

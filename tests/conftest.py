@@ -1,0 +1,224 @@
+"""Shared fixtures: one behaviour suite, every backend.
+
+``make_store`` is an async factory parametrized over backends; it returns a
+``StoreAPI`` whose methods are coroutines whatever the store is, so each behaviour
+test is written once and runs against:
+
+- ``sync-mongomock``: ``MongoStore`` on mongomock (always);
+- ``async-mock``: ``AsyncMongoStore`` on pymongo-async-mock, which poses as
+  pymongo's ``AsyncCollection`` (always);
+- ``async-motor-mock``: ``AsyncMongoStore`` on mongomock_motor, a Motor double (always);
+- ``sync-real`` / ``async-real``: a real server when ``MONGODB_URI`` is set, one
+  fresh database per test, dropped afterwards (skipped otherwise, with the reason).
+
+Tests under ``tests/integration`` are marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from mongostore import AsyncMongoStore, MongoStore
+from mongostore._mongomock import patch_mongomock
+
+patch_mongomock()
+
+MONGODB_URI = os.environ.get("MONGODB_URI")
+REAL_SKIP = "needs a real MongoDB: set MONGODB_URI (e.g. `docker compose up -d`, then MONGODB_URI=mongodb://localhost:27017/?directConnection=true)"
+
+SYNC_BACKENDS = ["sync-mongomock", "sync-real"]
+ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-real"]
+ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/tests/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+class StoreAPI:
+    """The same awaitable surface over a sync or an async store."""
+
+    def __init__(self, store: MongoStore | AsyncMongoStore, backend: str) -> None:
+        self.store = store
+        self.backend = backend
+        self.is_async = isinstance(store, AsyncMongoStore)
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self.is_async:
+            return await getattr(self.store, "a" + name)(*args, **kwargs)
+        return getattr(self.store, name)(*args, **kwargs)
+
+    async def put(self, *a: Any, **kw: Any) -> None:
+        await self._call("put", *a, **kw)
+
+    async def get(self, *a: Any, **kw: Any) -> Any:
+        return await self._call("get", *a, **kw)
+
+    async def delete(self, *a: Any, **kw: Any) -> None:
+        await self._call("delete", *a, **kw)
+
+    async def search(self, *a: Any, **kw: Any) -> Any:
+        return await self._call("search", *a, **kw)
+
+    async def list_namespaces(self, **kw: Any) -> Any:
+        return await self._call("list_namespaces", **kw)
+
+    async def batch(self, ops: list[Any]) -> Any:
+        return await self._call("batch", ops)
+
+    async def setup(self) -> None:
+        if self.is_async:
+            await self.store.setup()  # type: ignore[misc]
+        else:
+            self.store.setup()
+
+    async def sweep_ttl(self) -> int:
+        if self.is_async:
+            return await self.store.sweep_ttl()  # type: ignore[misc, no-any-return]
+        return self.store.sweep_ttl()  # type: ignore[return-value]
+
+    async def aggregate(self, prefix: tuple[str, ...], pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.is_async:
+            return await self.store.aaggregate(prefix, pipeline)  # type: ignore[union-attr]
+        return self.store.aggregate(prefix, pipeline)  # type: ignore[union-attr]
+
+    async def status(self) -> dict[str, Any]:
+        if self.is_async:
+            return await self.store.status()  # type: ignore[misc, no-any-return]
+        return self.store.status()  # type: ignore[return-value]
+
+    async def docs(self, role: str = "items", filter: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Raw stored documents, for assertions on the document shape."""
+        coll = self.store.collection if role == "items" else self.store.vectors_collection
+        cur = coll.find(filter or {})
+        if self.is_async:
+            return list(await cur.to_list(length=None))
+        return list(cur)
+
+
+def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) -> Any:
+    if backend == "sync-mongomock":
+        import mongomock
+
+        return mongomock.MongoClient(tz_aware=True)["test"][name]
+    if not MONGODB_URI:
+        pytest.skip(REAL_SKIP)
+    from pymongo import MongoClient
+
+    client: MongoClient[Any] = MongoClient(MONGODB_URI, tz_aware=True)
+    db_name = f"mongostore_test_{uuid.uuid4().hex[:12]}"
+
+    def drop() -> None:
+        client.drop_database(db_name)
+        client.close()
+
+    request.addfinalizer(drop)
+    return client[db_name][name]
+
+
+async def _async_collection(backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str) -> Any:
+    if backend == "async-mock":
+        from pymongo_async_mock import AsyncMongoMockClient
+
+        return AsyncMongoMockClient(tz_aware=True)["test"][name]
+    if backend == "async-motor-mock":
+        from mongomock_motor import AsyncMongoMockClient as MotorMockClient
+
+        return MotorMockClient(tz_aware=True)["test"][name]
+    if not MONGODB_URI:
+        pytest.skip(REAL_SKIP)
+    from pymongo import AsyncMongoClient
+
+    client: AsyncMongoClient[Any] = AsyncMongoClient(MONGODB_URI, tz_aware=True)
+    db_name = f"mongostore_test_{uuid.uuid4().hex[:12]}"
+
+    async def drop() -> None:
+        await client.drop_database(db_name)
+        await client.close()
+
+    cleanups.append(drop)
+    return client[db_name][name]
+
+
+MakeStore = Callable[..., Awaitable[StoreAPI]]
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]:
+    """``api = await make_store(index=..., ttl=..., setup=True)`` on the parametrized backend."""
+    backend: str = request.param
+    cleanups: list[Callable[[], Awaitable[None]]] = []
+    made: list[StoreAPI] = []
+
+    async def make(*, setup: bool = True, collection: Any = None, **kwargs: Any) -> StoreAPI:
+        name = f"memories_{len(made)}"
+        if backend.startswith("sync"):
+            coll = collection if collection is not None else _sync_collection(backend, request, name)
+            api = StoreAPI(MongoStore(coll, **kwargs), backend)
+        else:
+            coll = collection if collection is not None else await _async_collection(backend, cleanups, name)
+            api = StoreAPI(AsyncMongoStore(coll, **kwargs), backend)
+        if setup:
+            await api.setup()
+        made.append(api)
+        return api
+
+    yield make
+    for api in made:
+        if api.is_async:
+            await api.store.stop_ttl_sweeper()  # type: ignore[misc]
+        else:
+            api.store.stop_ttl_sweeper()
+    for cleanup in cleanups:
+        await cleanup()
+
+
+@pytest.fixture
+def sync_store() -> Iterator[MongoStore]:
+    """A plain ``MongoStore`` on mongomock, for tests that need no backend matrix."""
+    store = MongoStore.in_memory()
+    store.setup()
+    yield store
+    store.stop_ttl_sweeper()
+
+
+class Counting:
+    """A proxy that counts the calls reaching a collection (sync or async)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if callable(attr) and name in {
+            "find",
+            "find_one",
+            "aggregate",
+            "bulk_write",
+            "update_one",
+            "update_many",
+            "insert_one",
+            "insert_many",
+            "delete_one",
+            "delete_many",
+            "count_documents",
+            "find_one_and_update",
+        }:
+
+            def counted(*a: Any, **kw: Any) -> Any:
+                self.calls.append(name)
+                return attr(*a, **kw)
+
+            return counted
+        return attr
+
+    def count(self, *names: str) -> int:
+        return sum(1 for c in self.calls if not names or c in names)
