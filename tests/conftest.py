@@ -21,12 +21,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore._mongomock import patch_mongomock
 
 patch_mongomock()
+sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
 
 MONGODB_URI = os.environ.get("MONGODB_URI")
 REAL_SKIP = "needs a real MongoDB: set MONGODB_URI (e.g. `docker compose up -d`, then MONGODB_URI=mongodb://localhost:27017/?directConnection=true)"
@@ -222,3 +226,63 @@ class Counting:
 
     def count(self, *names: str) -> int:
         return sum(1 for c in self.calls if not names or c in names)
+
+
+# --------------------------------------------------------------------------- semantic search
+
+SEMANTIC_BACKENDS = ["sync-local", "async-local", "sync-atlas", "async-atlas", "sync-real", "async-real"]
+
+
+def text_index(embed: Any, fields: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """An ``index=`` config for the tests' hashing embedder (384 dims)."""
+    cfg: dict[str, Any] = {"dims": embed.dims, "embed": embed, **extra}
+    if fields is not None:
+        cfg["fields"] = fields
+    return cfg
+
+
+@pytest.fixture(params=SEMANTIC_BACKENDS)
+async def make_semantic_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]:
+    """Like ``make_store``, over the two search paths: local numpy ranking (mongomock)
+    and ``$vectorSearch`` (the Atlas test double, or a real server with MONGODB_URI).
+
+    The made ``StoreAPI`` has ``.atlas`` (the fake's counters) on the ``*-atlas`` backends.
+    """
+    backend: str = request.param
+    cleanups: list[Callable[[], Awaitable[None]]] = []
+    made: list[StoreAPI] = []
+
+    async def make(*, setup: bool = True, search_opts: dict[str, Any] | None = None, **kwargs: Any) -> StoreAPI:
+        name = f"memories_{len(made)}"
+        atlas = None
+        if backend == "sync-local":
+            coll: Any = _sync_collection("sync-mongomock", request, name)
+        elif backend == "async-local":
+            coll = await _async_collection("async-mock", cleanups, name)
+        elif backend == "sync-atlas":
+            from fakes.atlas import atlas_collection
+
+            coll = atlas_collection(coll_name=name, **(search_opts or {}))
+            atlas = coll.atlas
+        elif backend == "async-atlas":
+            from fakes.atlas import async_atlas_collection
+
+            coll = async_atlas_collection(coll_name=name, **(search_opts or {}))
+            atlas = coll.atlas
+        elif backend == "sync-real":
+            coll = _sync_collection("sync-real", request, name)
+        else:
+            coll = await _async_collection("async-real", cleanups, name)
+        if backend.startswith("sync"):
+            api = StoreAPI(MongoStore(coll, **kwargs), backend)
+        else:
+            api = StoreAPI(AsyncMongoStore(coll, **kwargs), backend)
+        api.atlas = atlas  # type: ignore[attr-defined]
+        if setup:
+            await api.setup()
+        made.append(api)
+        return api
+
+    yield make
+    for cleanup in cleanups:
+        await cleanup()

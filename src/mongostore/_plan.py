@@ -340,7 +340,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         if index is not None:
             texts = put_texts.get(p.id, {})
             old = stored.get(p.id, {})
-            filter_values = {f: p.value[f] for f in index.filter_fields if f in p.value}
+            filter_values = q.filter_field_values(p.value, index.filter_fields)
             hashes = []
             unchanged = False
             for fname, text in texts.items():
@@ -432,9 +432,11 @@ def _local_search(
     ranked: list[tuple[str, float | None]] = list(
         _vectors.best_per_item(ids, _vectors.similarities(s.query_vector, rows, index.similarity))
     )
-    scored = {iid for iid, _ in ranked}
+    # Items that have no vectors at all come after every scored item. An item whose
+    # vectors are all stale (a write failed between them) is left out until its next
+    # put repairs it, as on the Atlas path, which cannot see it either.
     unscored = sorted(
-        (d for d in items if d["_id"] not in scored),
+        (d for d in items if not d.get("vectors")),
         key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
     )
     ranked.extend((d["_id"], None) for d in unscored)

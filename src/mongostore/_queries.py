@@ -240,22 +240,27 @@ def vector_prefilter(
     post: dict[str, Any] = {}
     for name, spec in (filter or {}).items():
         if name in filter_fields and _prefilterable(spec):
-            pre.extend(_as_list(value_filter({name: spec}, base="value")))
+            # Vector documents copy only scalar values of filter fields, so plain MQL
+            # equality here cannot match an array that merely contains the value.
+            ops = dict(spec) if isinstance(spec, Mapping) else {"$eq": spec}
+            pre.append({f"value.{name}": {op: list(v) if isinstance(v, tuple) else v for op, v in ops.items()}})
         else:
             post[name] = spec
     pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
     return pre_filter, post
 
 
-def _as_list(clause: dict[str, Any]) -> list[dict[str, Any]]:
-    if set(clause) == {"$and"}:
-        return list(clause["$and"])
-    return [clause] if clause else []
+FILTER_SCALARS = (str, int, float, bool, datetime)
+
+
+def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) -> dict[str, Any]:
+    """The scalar values of the declared filter fields, copied onto vector documents."""
+    return {f: value[f] for f in filter_fields if isinstance(value.get(f), FILTER_SCALARS)}
 
 
 def _prefilterable(spec: Any) -> bool:
     """Scalars and scalar operators only; arrays/dicts need the post-filter's semantics."""
-    scalar = (str, int, float, bool, datetime)
+    scalar = FILTER_SCALARS
     if isinstance(spec, scalar):
         return True
     if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):

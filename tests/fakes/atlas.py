@@ -273,19 +273,21 @@ class AtlasSearch:
 
     # ------------------------------------------------------------ index management
 
-    def _check_enabled(self) -> None:
+    def _check_enabled(
+        self, what: str = "Atlas Search Database Commands and the $listSearchIndexes aggregation stage"
+    ) -> None:
         if not self.search_enabled:
             raise _fail(
-                "Using Atlas Search Database Commands and the $listSearchIndexes aggregation stage requires "
-                "additional configuration. Please connect to Atlas or an AtlasCLI local deployment to enable.",
+                f"Using {what} requires additional configuration. "
+                "Please connect to Atlas or an AtlasCLI local deployment to enable.",
                 SEARCH_NOT_ENABLED,
             )
 
     def create_index(self, db: Any, coll_name: str, model: SearchIndexModel | Mapping[str, Any]) -> str:
         self._check_enabled()
         doc = dict(model.document if isinstance(model, SearchIndexModel) else SearchIndexModel(**model).document)
-        name = doc.get("name", "default")
-        type_ = doc.get("type", "search")
+        name = str(doc.get("name", "default"))
+        type_ = str(doc.get("type", "search"))
         definition = copy.deepcopy(dict(doc["definition"]))
         if coll_name not in db.list_collection_names():
             raise _fail(f"Collection '{db.name}.{coll_name}' does not exist.", NAMESPACE_NOT_FOUND)
@@ -321,10 +323,10 @@ class AtlasSearch:
         index = self.indexes.get(coll_name, {}).get(name)
         if index is None:
             raise _fail(f"Search index {name} not found", INDEX_NOT_FOUND)
-        definition = copy.deepcopy(dict(definition))
+        latest = copy.deepcopy(dict(definition))
         if index.type == "vectorSearch":
-            _check_definition(definition)
-        index.latest_definition = definition
+            _check_definition(latest)
+        index.latest_definition = latest
         index.version += 1
         index.pending_polls = self.queryable_after
         if self.queryable_after == 0:
@@ -353,11 +355,12 @@ class AtlasSearch:
         if not pipeline or set(pipeline[0]) != {"$vectorSearch"}:
             return None
         self.vector_search_calls += 1
-        self._check_enabled()
+        self._check_enabled("$search and $vectorSearch aggregation stages")
         hits = self._vector_search(db, coll_name, pipeline[0]["$vectorSearch"])
         rest = _replace_score_meta(pipeline[1:])
         with server_semantics():
-            docs = list(mongomock.aggregate.process_pipeline(hits, db, rest, kwargs.get("session")))
+            run: Any = mongomock.aggregate.process_pipeline
+            docs = list(run(hits, db, rest, kwargs.get("session")))
         return [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
 
     def _vector_search(self, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
@@ -409,9 +412,7 @@ class AtlasSearch:
         if query is None:
             raise _fail('$vectorSearch: "queryVector" must be an array of numbers')
         if len(query) != dims:
-            raise _fail(
-                f"$vectorSearch: vector field is indexed with {dims} dimensions but queried with {len(query)}"
-            )
+            raise _fail(f"$vectorSearch: vector field is indexed with {dims} dimensions but queried with {len(query)}")
         if filt:
             _check_filter(filt, filter_paths)
 
@@ -462,7 +463,6 @@ def server_semantics() -> Iterator[None]:
         handlers.update(saved)
 
 
-
 def _check_definition(definition: Mapping[str, Any]) -> None:
     fields = definition.get("fields")
     if not isinstance(fields, list) or not fields:
@@ -489,9 +489,7 @@ def _check_definition(definition: Mapping[str, Any]) -> None:
 def _mentions_vector_search(obj: Any, top: bool) -> bool:
     """``$vectorSearch`` anywhere but as the first stage itself (sub-pipelines included)."""
     if isinstance(obj, Mapping):
-        return any(
-            (k == "$vectorSearch" and not top) or _mentions_vector_search(v, top=False) for k, v in obj.items()
-        )
+        return any((k == "$vectorSearch" and not top) or _mentions_vector_search(v, top=False) for k, v in obj.items())
     if isinstance(obj, list):
         return any(_mentions_vector_search(v, top=False) for v in obj)
     return False
@@ -602,7 +600,6 @@ def _check_operand(path: str, value: Any, in_array: bool = False) -> None:
         return
     what = "regular expression" if isinstance(value, (Regex, re.Pattern)) else type(value).__name__
     raise _fail(f"$vectorSearch filter on '{path}': a {what} value cannot be filtered on")
-
 
 
 # --------------------------------------------------------------------------- sync wrappers
@@ -725,7 +722,7 @@ class AtlasCollection:
 def atlas_collection(db_name: str = "test", coll_name: str = "memories", **search_opts: Any) -> AtlasCollection:
     """A collection of a fresh fake Atlas database (``search_opts`` go to ``AtlasSearch``)."""
     patch_mongomock()
-    client = mongomock.MongoClient(tz_aware=True)
+    client: Any = mongomock.MongoClient(tz_aware=True)
     return AtlasDatabase(client[db_name], AtlasSearch(**search_opts))[coll_name]
 
 
@@ -792,8 +789,8 @@ class AsyncAtlasCollection:
         self._coll = collection  # pymongo_async_mock's AsyncMongoMockCollection
         self._database = database
 
-    @property
-    def __class__(self) -> type:  # type: ignore[override]
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
         return self._coll.__class__  # type: ignore[no-any-return]
 
     @property
@@ -826,9 +823,7 @@ class AsyncAtlasCollection:
     async def list_search_indexes(self, name: str | None = None, *args: Any, **kwargs: Any) -> AsyncListCursor:
         return AsyncListCursor(self.atlas.list_indexes(self._coll.name, name))
 
-    async def create_search_index(
-        self, model: SearchIndexModel | Mapping[str, Any], *args: Any, **kwargs: Any
-    ) -> str:
+    async def create_search_index(self, model: SearchIndexModel | Mapping[str, Any], *args: Any, **kwargs: Any) -> str:
         return self.atlas.create_index(self._sync_db, self._coll.name, model)
 
     async def create_search_indexes(self, models: Sequence[SearchIndexModel], *args: Any, **kwargs: Any) -> list[str]:
