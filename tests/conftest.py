@@ -17,12 +17,11 @@ Tests under ``tests/integration`` are marked ``integration``.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
-
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 

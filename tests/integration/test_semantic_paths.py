@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import text_index
-from fakes.atlas import atlas_collection, async_atlas_collection
+from fakes.atlas import async_atlas_collection, atlas_collection
 from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, MongoStore, VectorIndexError
@@ -107,7 +107,7 @@ def test_setup_creates_updates_and_waits_for_the_index(caplog: pytest.LogCapture
     store2 = MongoStore(coll, index=text_index(e2, ["text"]))
     store2.setup()
     [idx] = list(coll.database["memories_vectors"].list_search_indexes())
-    vec = [f for f in idx["latestDefinition"]["fields"] if f["type"] == "vector"][0]
+    vec = next(f for f in idx["latestDefinition"]["fields"] if f["type"] == "vector")
     assert vec["numDimensions"] == 128
 
 
