@@ -123,11 +123,18 @@ def _bulk_errors(exc: BulkWriteError, indexes: list[int]) -> list[tuple[int, str
     return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in exc.details.get("writeErrors", [])]
 
 
-def _client_bulk_errors(exc: ClientBulkWriteException) -> list[tuple[int, str]]:
+def _client_bulk_errors(exc: ClientBulkWriteException, total: int) -> list[tuple[int, str]]:
+    """Per-request errors of an ordered client-level bulk write.
+
+    Ordered means the server stops at the first error: every later request was not
+    applied either, and is reported as such rather than silently dropped.
+    """
     raw: list[Any] = list(exc.write_errors or [])
     errors = [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
-    if not errors:  # a top-level error (e.g. network) is not a per-item rejection
+    if not errors or exc.error:  # a top-level error (e.g. network) is not a per-item rejection
         raise exc
+    first = min(i for i, _ in errors)
+    errors += [(i, f"not applied: request {first} of the same bulk write failed") for i in range(first + 1, total)]
     return errors
 
 
@@ -210,7 +217,7 @@ class SyncIO:
             try:
                 res = self.items.database.client.bulk_write(models, ordered=True)
             except ClientBulkWriteException as exc:
-                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
+                return WriteOutcome(_client_bulk_errors(exc, len(models)), round_trips=1)
             return WriteOutcome([], _deleted(res), 1)
         errors: list[tuple[int, str]] = []
         deleted = 0
@@ -344,7 +351,7 @@ class AsyncIO:
             try:
                 res = await self.items.database.client.bulk_write(models, ordered=True)
             except ClientBulkWriteException as exc:
-                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
+                return WriteOutcome(_client_bulk_errors(exc, len(models)), round_trips=1)
             return WriteOutcome([], _deleted(res), 1)
         errors: list[tuple[int, str]] = []
         deleted = 0

@@ -362,15 +362,15 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     requests.extend(item_requests)
     if requests:
         outcome: WriteOutcome = yield Write(tuple(requests))
-        failures = []
-        for idx, msg in outcome.errors:
+        failures: dict[tuple[tuple[str, ...], str], str] = {}
+        for idx, msg in sorted(outcome.errors):
             target = requests[idx].item
             if target is not None:
-                failures.append((target[0], target[1], msg))
+                failures.setdefault(target, msg)
             else:
                 logger.warning("a TTL refresh write failed: %s", msg)
         if failures:
-            raise WriteError(failures)
+            raise WriteError([(ns, key, msg) for (ns, key), msg in failures.items()])
     return results
 
 

@@ -1,0 +1,166 @@
+"""The drivers: how steps become pymongo calls, without a server.
+
+Stub collections and clients stand in at the I/O edge and record what they were
+asked, as httpx's MockTransport does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langgraph.store.base import PutOp
+from pymongo import DeleteOne, UpdateOne
+from pymongo.errors import BulkWriteError, ClientBulkWriteException
+
+from mongostore import WriteError
+from mongostore._drivers import AsyncIO, SyncIO, run_async, run_sync
+from mongostore._plan import PlanContext, batch_plan
+from mongostore._queries import WriteRequest
+from mongostore._steps import Capabilities, Find, Parallel, Sleep, Write
+from mongostore.store import utcnow
+
+
+class StubClient:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.calls: list[tuple[list[Any], bool]] = []
+        self.error = error
+
+    def bulk_write(self, models: list[Any], ordered: bool = True) -> Any:
+        self.calls.append((models, ordered))
+        if self.error:
+            raise self.error
+        return type("R", (), {"deleted_count": 0})()
+
+
+class StubDatabase:
+    def __init__(self, client: StubClient) -> None:
+        self.client = client
+
+
+class StubCollection:
+    def __init__(self, name: str, client: StubClient, error: Exception | None = None) -> None:
+        self.name = name
+        self.full_name = f"db.{name}"
+        self.database = StubDatabase(client)
+        self.bulk_calls: list[list[Any]] = []
+        self.error = error
+
+    def bulk_write(self, models: list[Any], ordered: bool = True) -> Any:
+        self.bulk_calls.append(models)
+        if self.error:
+            raise self.error
+        return type("R", (), {"deleted_count": len([m for m in models if isinstance(m, DeleteOne)])})()
+
+
+def requests() -> tuple[WriteRequest, ...]:
+    return (
+        WriteRequest("vectors", "update_one", {"_id": "v"}, {"$set": {"x": 1}}, upsert=True, item=(("a",), "k")),
+        WriteRequest("items", "update_one", {"_id": "i"}, {"$set": {"x": 1}}, upsert=True, item=(("a",), "k")),
+        WriteRequest("items", "delete_one", {"_id": "j"}, item=(("a",), "j")),
+    )
+
+
+def io_with(client: StubClient, client_bulk: bool, items_error: Exception | None = None) -> SyncIO:
+    io = SyncIO(StubCollection("memories", client, items_error), StubCollection("memories_vectors", client), None)  # type: ignore[arg-type]
+    io.caps = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
+    return io
+
+
+def test_client_level_bulk_write_sends_both_collections_in_one_ordered_call() -> None:
+    client = StubClient()
+    io = io_with(client, client_bulk=True)
+    outcome = io.execute(Write(requests()))
+    assert outcome.round_trips == 1 and outcome.errors == []
+    [(models, ordered)] = client.calls
+    assert ordered is True
+    assert [m._namespace for m in models] == ["db.memories_vectors", "db.memories", "db.memories"]
+    assert isinstance(models[0], UpdateOne) and isinstance(models[2], DeleteOne)
+
+
+def test_without_client_bulk_write_one_bulk_write_per_collection_vectors_first() -> None:
+    client = StubClient()
+    io = io_with(client, client_bulk=False)
+    outcome = io.execute(Write(requests()))
+    assert client.calls == []
+    assert len(io.vectors.bulk_calls) == 1 and len(io.items.bulk_calls) == 1  # type: ignore[union-attr]
+    assert [m._namespace for m in io.items.bulk_calls[0]] == [None, None]  # type: ignore[attr-defined]
+    assert outcome.round_trips == 2 and outcome.deleted == 1
+
+
+def test_ordered_client_bulk_error_reports_the_failed_and_the_skipped_requests() -> None:
+    exc = ClientBulkWriteException({"writeErrors": [{"idx": 1, "code": 2, "errmsg": "boom"}], "error": None}, False)
+    io = io_with(StubClient(exc), client_bulk=True)
+    outcome = io.execute(Write(requests()))
+    assert outcome.errors == [(1, "boom"), (2, "not applied: request 1 of the same bulk write failed")]
+
+
+def test_client_bulk_top_level_error_is_raised_not_swallowed() -> None:
+    exc = ClientBulkWriteException({"writeErrors": [], "error": ConnectionError("gone")}, False)
+    io = io_with(StubClient(exc), client_bulk=True)
+    with pytest.raises(ClientBulkWriteException):
+        io.execute(Write(requests()))
+
+
+def test_per_collection_bulk_errors_map_back_to_request_indexes() -> None:
+    exc = BulkWriteError({"writeErrors": [{"index": 1, "code": 2, "errmsg": "bad doc"}]})
+    io = io_with(StubClient(), client_bulk=False, items_error=exc)
+    outcome = io.execute(Write(requests()))
+    assert outcome.errors == [(2, "bad doc")]  # the second request of the items run is request 2
+
+
+def test_write_errors_become_one_write_error_naming_namespace_and_key() -> None:
+    exc = BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "rejected"}]})
+    io = io_with(StubClient(), client_bulk=False, items_error=exc)
+    ctx = PlanContext("memories", None, None, utcnow())
+    with pytest.raises(WriteError) as info:
+        run_sync(batch_plan([PutOp(("a",), "k1", {"v": 1}), PutOp(("a",), "k2", {"v": 2})], ctx), io)
+    assert info.value.failures == [(("a",), "k1", "rejected")]
+    assert "namespace ('a',), key 'k1': rejected" in str(info.value)
+    assert "the rest of the batch was applied" in str(info.value)
+
+
+class SlowIO(AsyncIO):
+    def __init__(self) -> None:
+        super().__init__(None, None, None)
+        self.running = 0
+        self.peak = 0
+
+    async def execute(self, step: Any) -> Any:
+        if isinstance(step, Find):
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            await asyncio.sleep(0.01)
+            self.running -= 1
+            return [step.filter]
+        return await super().execute(step)
+
+
+async def test_async_driver_runs_parallel_steps_concurrently() -> None:
+    def plan() -> Any:
+        answers = yield Parallel(tuple(Find("items", {"n": i}) for i in range(5)))
+        yield Sleep(0)
+        return answers
+
+    io = SlowIO()
+    assert await run_async(plan(), io) == [[{"n": i}] for i in range(5)]
+    assert io.peak == 5
+
+
+def test_sync_driver_throws_step_errors_into_the_plan() -> None:
+    class Boom(Exception):
+        pass
+
+    class FailingIO(SyncIO):
+        def execute(self, step: Any) -> Any:
+            raise Boom()
+
+    def plan() -> Any:
+        try:
+            yield Find("items", {})
+        except Boom:
+            return "handled in the plan"
+        return "not reached"
+
+    assert run_sync(plan(), FailingIO(None, None, None)) == "handled in the plan"  # type: ignore[arg-type]
