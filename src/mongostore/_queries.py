@@ -93,7 +93,11 @@ def list_namespaces_pipeline(
     match: dict[str, Any] = namespaces_match(conditions)
     if now is not None:
         match = {"$and": [match, not_expired(now)]} if match else not_expired(now)
-    ns: Any = "$namespace" if max_depth is None else {"$slice": ["$namespace", max_depth]}
+    ns: Any = "$namespace"
+    if max_depth == 0:
+        ns = {"$literal": []}  # $slice with 0 is not something to rely on across servers
+    elif max_depth is not None:
+        ns = {"$slice": ["$namespace", max_depth]}
     pipeline: list[dict[str, Any]] = []
     if match:
         pipeline.append({"$match": match})
@@ -315,7 +319,8 @@ def vector_search_pipeline(
     }
     if pre_filter:
         stage["filter"] = dict(pre_filter)
-    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", "$item.vectors"]}}]
+    # $in needs an array: an item without `vectors` (index=False) has no valid vector.
+    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
     vf = value_filter(post_filter, base="item.value")
     if vf:
         item_match.append(vf)
