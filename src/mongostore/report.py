@@ -6,13 +6,15 @@ Content-Security-Policy in the page forbids every network load, so it opens the 
 offline, from a file, or as an e-mail attachment. Every piece of user data
 (namespace labels, keys, values, the title) goes through ``html.escape``.
 
-``render_text`` returns the same reports as aligned text tables (``mongostore stats``).
+``render_text`` returns the same reports as aligned text tables (``mongostore stats``),
+with control characters in user data shown as escapes, so no label can drive the terminal.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -97,7 +99,7 @@ def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> st
         parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>')
         parts.append(f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
                      f"{_fmt(bar_max * frac)}</text>")
-        parts.append(f'<text class="tick" x="{left + plot_w + 6}" y="{y + 4:.1f}" fill="{TOTAL}">'
+        parts.append(f'<text class="tick right" x="{left + plot_w + 6}" y="{y + 4:.1f}">'
                      f"{_fmt(total_max * frac)}</text>")
     every = max(1, math.ceil(len(points) / 12))
     line: list[str] = []
@@ -238,6 +240,7 @@ svg .grid { stroke: #e2e8f0; }
 svg .axis { stroke: #94a3b8; }
 svg text { font-size: 12px; fill: #334155; }
 svg .tick { font-size: 11px; fill: #64748b; }
+svg .tick.right { fill: #059669; }
 svg .donut-value { font-size: 30px; font-weight: 650; fill: #0f172a; }
 svg .donut-caption { font-size: 13px; fill: #64748b; }
 table { border-collapse: collapse; width: 100%; margin-top: 12px; font-variant-numeric: tabular-nums; }
@@ -329,14 +332,22 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
 
 # --------------------------------------------------------------------------- text
 
+_NUMBER = re.compile(r"-?[\d,]+(?:\.\d+)?%?")
+
+
+def _clean(text: str) -> str:
+    """Terminal-safe: control characters (e.g. ANSI escapes in user data) shown as escapes."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
 
 def _text_table(table: Table) -> str:
-    headers, rows = table
+    headers, rows = [_clean(h) for h in table[0]], [[_clean(c) for c in row] for row in table[1]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    numeric = [bool(rows) and all(_NUMBER.fullmatch(r[i]) for r in rows) for i in range(len(headers))]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)
         ).rstrip()
 
     out = [line(headers), "  ".join("-" * w for w in widths)]
@@ -348,7 +359,7 @@ def _text_table(table: Table) -> str:
 
 def render_text(reports: ReportBundle) -> str:
     """Every report as a titled text table (what ``mongostore stats`` prints)."""
-    prefix = _prefix_label(reports.prefix)
+    prefix = _clean(_prefix_label(reports.prefix))
     st = reports.stale
     gr_headers, gr_rows = reports.growth.table()
     blocks = [
