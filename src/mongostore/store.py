@@ -24,6 +24,7 @@ from pymongo.driver_info import DriverInfo
 from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
+from mongostore.analytics import scoped_pipeline
 from mongostore.config import IndexSettings, TTLSettings, index_settings, ttl_settings
 
 logger = logging.getLogger("mongostore")
@@ -61,8 +62,6 @@ class _StoreConfig:
         return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow())
 
     def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        from mongostore.analytics import scoped_pipeline
-
         cutoff = utcnow() if self._ttl is not None and self._ttl.omit_expired else None
         return scoped_pipeline(tuple(namespace_prefix), pipeline, now=cutoff)
 
