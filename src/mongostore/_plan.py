@@ -134,6 +134,19 @@ def _validate(op: Op) -> None:
         raise ValueError(f"Unknown operation type: {type(op).__name__}")
 
 
+def check_op(op: Op) -> None:
+    """Every client-side check of one op: namespace, paging, filter, value, ttl, index.
+
+    ``batch_plan`` runs it on each op before any I/O; ``AsyncMongoStore`` runs it
+    before an op is queued, so a bad call fails only its own caller.
+    """
+    _validate(op)
+    if isinstance(op, SearchOp):
+        q.value_filter(op.filter)
+    elif isinstance(op, PutOp) and op.value is not None:
+        check_value(op.namespace, str(op.key), op.value)
+
+
 # --------------------------------------------------------------------------- the batch plan
 
 
@@ -168,7 +181,7 @@ def _texts_for(put: _Put, index: IndexSettings) -> dict[str, str]:
 def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
     for op in ops:
-        _validate(op)
+        check_op(op)
 
     results: list[Result] = [None] * len(ops)
     gets: list[tuple[int, GetOp]] = []
@@ -182,13 +195,12 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         if isinstance(op, GetOp):
             gets.append((pos, op))
         elif isinstance(op, SearchOp):
-            q.value_filter(op.filter)  # reject bad filters before any I/O
             searches.append(_Search(pos, op, semantic=bool(op.query) and index is not None))
         elif isinstance(op, ListNamespacesOp):
             listings.append((pos, op))
         elif isinstance(op, PutOp):
             key = str(op.key)
-            value = None if op.value is None else check_value(op.namespace, key, op.value)
+            value = None if op.value is None else dict(op.value)
             puts[(op.namespace, key)] = _Put(op.namespace, key, value, op.index, op.ttl)
 
     semantic = [s for s in searches if s.semantic and s.op.limit > 0]
@@ -591,6 +603,7 @@ __all__ = [
     "SearchItem",
     "aggregate_plan",
     "batch_plan",
+    "check_op",
     "is_no_search_error",
     "setup_plan",
     "status_plan",

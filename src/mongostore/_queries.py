@@ -137,31 +137,64 @@ def _check_field_name(name: Any) -> str:
     return name
 
 
+NOT_ARRAY: dict[str, Any] = {"$not": {"$type": "array"}}
+SCALARS = (str, int, float, bool, datetime, type(None))
+
+
+def _list_equal(path: str, value: list[Any]) -> dict[str, Any]:
+    """The field equals this list exactly.
+
+    ``{f: {"$eq": L}}`` alone also matches arrays that hold L as an element; the
+    ``$expr`` (built here, with the operand as a ``$literal``) compares the whole
+    value. The plain clause comes first: it can use an index, and it keeps the
+    ``$expr`` away from documents that lack the field.
+    """
+    return {"$and": [{path: {"$eq": value}}, {"$expr": {"$eq": ["$" + path, {"$literal": value}]}}]}
+
+
 def _equality(path: str, value: Any) -> list[dict[str, Any]]:
-    """Exact equality as in LangGraph's stores; dicts match by containment."""
+    """Whole-value equality as in LangGraph's stores; dicts match by containment.
+
+    MongoDB compares each element of an array field; LangGraph compares the value as a
+    whole, so scalar comparisons exclude arrays, and containment never looks inside
+    arrays on the way down (each dict level must not be an array).
+    """
     if isinstance(value, Mapping):
         if not value:
-            return [{path: {"$type": "object"}}]
-        clauses: list[dict[str, Any]] = []
+            return [{path: {"$type": "object", **NOT_ARRAY}}]
+        clauses: list[dict[str, Any]] = [{path: NOT_ARRAY}]
         for k, v in value.items():
             clauses.extend(_equality(f"{path}.{_check_field_name(k)}", v))
         return clauses
     _check_literal(value, path)
     if isinstance(value, (list, tuple)):
-        return [{path: {"$eq": list(value)}}]
-    if value is None:
-        return [{path: None}]
-    # A bare MongoDB equality also matches arrays that contain the value; LangGraph's don't.
-    return [{path: {"$eq": value, "$not": {"$type": "array"}}}]
+        return [_list_equal(path, list(value))]
+    return [{path: {"$eq": value, **NOT_ARRAY}}]
 
 
 def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
     cond: dict[str, Any] = {}
+    clauses: list[dict[str, Any]] = []
     for op, operand in ops.items():
         if op in COMPARISON_OPS:
             _check_literal(operand, f"{path} {op}")
-            cond[op] = list(operand) if isinstance(operand, tuple) else operand
+            if isinstance(operand, (list, tuple)) and op in ("$eq", "$ne"):
+                exact = _list_equal(path, list(operand))
+                clauses.append(exact if op == "$eq" else {"$nor": [exact]})
+            elif not isinstance(operand, SCALARS):
+                raise InvalidFilterError(
+                    f"filter {path}: {op} takes a string, number, bool, date or null, got "
+                    f"{type(operand).__name__}; match nested fields with a nested dict"
+                )
+            elif op == "$ne":
+                # A whole array never equals a scalar, so arrays pass $ne (MongoDB would
+                # drop arrays that contain the operand).
+                clauses.append({"$or": [{path: {"$ne": operand}}, {path: {"$type": "array"}}]})
+            else:
+                cond[op] = operand
+                cond.update(NOT_ARRAY)
         elif op in ("$in", "$nin"):
+            # An extension with MongoDB's semantics: an array field matches by its elements.
             if not isinstance(operand, (list, tuple)):
                 raise InvalidFilterError(f"filter {path}: {op} takes a list, got {type(operand).__name__}")
             _check_literal(operand, f"{path} {op}")
@@ -172,7 +205,7 @@ def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
             cond[op] = operand
         else:
             raise _reject(f"filter {path}: operator {op!r} is not supported")
-    return [{path: cond}]
+    return ([{path: cond}] if cond else []) + clauses
 
 
 def _field_clauses(name: str, spec: Any, base: str) -> list[dict[str, Any]]:
@@ -263,14 +296,18 @@ def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) 
 
 
 def _prefilterable(spec: Any) -> bool:
-    """Scalars and scalar operators only; arrays/dicts need the post-filter's semantics."""
+    """Scalar equality and ranges only; the rest needs the post-filter's semantics.
+
+    ``$ne``/``$nin`` stay in the post-filter: how ``$vectorSearch`` treats documents
+    that lack the field (vector documents copy only scalar values) is not documented.
+    """
     scalar = FILTER_SCALARS
     if isinstance(spec, scalar):
         return True
     if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
         return all(
-            (op in COMPARISON_OPS and isinstance(v, scalar))
-            or (op in ("$in", "$nin") and isinstance(v, (list, tuple)) and all(isinstance(x, scalar) for x in v))
+            (op in ("$eq", "$gt", "$gte", "$lt", "$lte") and isinstance(v, scalar))
+            or (op == "$in" and isinstance(v, (list, tuple)) and all(isinstance(x, scalar) for x in v))
             for op, v in spec.items()
         )
     return False

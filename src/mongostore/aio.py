@@ -14,11 +14,24 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from langgraph.store.base import NOT_PROVIDED, IndexConfig, NotProvided, Op, Result, TTLConfig, _validate_namespace
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    IndexConfig,
+    ListNamespacesOp,
+    NamespacePath,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    _ensure_ttl,
+    _validate_namespace,
+)
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from mongostore import _plan
-from mongostore._codec import check_value
 from mongostore._drivers import AsyncIO, run_async
 from mongostore.errors import ConfigurationError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow, vectors_name
@@ -116,11 +129,41 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        # Check before queueing: a bad value must fail only its own caller, not the
-        # other coroutines whose ops are coalesced into the same batch.
+        # Check before queueing: a bad call must fail only its own caller, not the
+        # other coroutines whose ops are coalesced into the same abatch.
         _validate_namespace(namespace)
-        check_value(namespace, str(key), value)
+        _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
         await super().aput(namespace, key, value, index, ttl=ttl)
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        _plan.check_op(SearchOp(namespace_prefix, filter, limit, offset, query))
+        return await super().asearch(
+            namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
+        )
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: NamespacePath | None = None,
+        suffix: NamespacePath | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        _plan.check_op(ListNamespacesOp(None, max_depth, limit, offset))
+        return await super().alist_namespaces(
+            prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+        )
 
     # ------------------------------------------------------------------ extras
 

@@ -1,0 +1,304 @@
+"""``batch_plan`` driven by hand: which steps it asks for, with canned answers, no database."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from mongostore import InvalidFilterError, InvalidValueError, WriteError
+from mongostore import _queries as q
+from mongostore._codec import ITEM_PROJECTION
+from mongostore._plan import PlanContext, batch_plan
+from mongostore._steps import Aggregate, Find, Parallel, Step, Write, WriteOutcome
+from mongostore.config import TTLSettings
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+EARLIER = NOW - timedelta(hours=1)
+
+
+def ctx(ttl: TTLSettings | None = None) -> PlanContext:
+    return PlanContext("memories", None, ttl, NOW)
+
+
+def doc(namespace: tuple[str, ...], key: str, value: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "_id": "".join(label + "." for label in namespace) + "\x00" + key,
+        "namespace": list(namespace),
+        "key": key,
+        "value": value,
+        "created_at": EARLIER,
+        "updated_at": EARLIER,
+        **extra,
+    }
+
+
+def drive(
+    ops: Sequence[Op], answer: Callable[[Step], Any], context: PlanContext | None = None
+) -> tuple[list[Step], Any]:
+    """Run the plan to completion; returns every step it yielded and its result."""
+    plan = batch_plan(list(ops), context or ctx())
+    steps: list[Step] = []
+    try:
+        step = next(plan)
+        while True:
+            steps.append(step)
+            step = plan.send(answer(step))
+    except StopIteration as stop:
+        return steps, stop.value
+
+
+def canned(
+    reads: dict[Any, list[dict[str, Any]]] | None = None, outcome: WriteOutcome | None = None
+) -> Callable[[Step], Any]:
+    """Answers Find/Aggregate by their filter/pipeline repr, Write with ``outcome``, Parallel recursively."""
+    reads = reads or {}
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, Parallel):
+            return [answer(s) for s in step.steps]
+        if isinstance(step, Find):
+            return reads.get(repr(step.filter), [])
+        if isinstance(step, Aggregate):
+            return reads.get(repr(step.pipeline), [])
+        if isinstance(step, Write):
+            return outcome or WriteOutcome()
+        raise AssertionError(f"unexpected step {step!r}")
+
+    return answer
+
+
+# --------------------------------------------------------------------------- gets
+
+
+def test_n_gets_are_one_find_with_in() -> None:
+    ops = [GetOp(("a",), "k1"), GetOp(("a", "b"), "k2"), GetOp(("a",), "k1"), GetOp(("z",), "missing")]
+    ids = ["a.\x00k1", "a.b.\x00k2", "z.\x00missing"]  # deduplicated, in first-seen order
+    get_filter = {"_id": {"$in": ids}}
+    docs = [doc(("a",), "k1", {"v": 1}), doc(("a", "b"), "k2", {"v": 2})]
+    steps, results = drive(ops, canned({repr(get_filter): docs}))
+    assert steps == [Parallel((Find("items", get_filter, {**ITEM_PROJECTION, "_id": 1}),))]
+    assert [r.value if r else None for r in results] == [{"v": 1}, {"v": 2}, {"v": 1}, None]
+    assert isinstance(results[0], Item)
+    assert results[0].namespace == ("a",) and results[0].created_at == EARLIER
+
+
+def test_get_key_is_str_coerced() -> None:
+    steps, _ = drive([GetOp(("a",), 123)], canned())  # type: ignore[arg-type]
+    assert steps[0] == Parallel((Find("items", {"_id": {"$in": ["a.\x00123"]}}, {**ITEM_PROJECTION, "_id": 1}),))
+
+
+def test_gets_hide_expired_with_omit_expired() -> None:
+    steps, _ = drive([GetOp(("a",), "k")], canned(), ctx(TTLSettings(omit_expired=True)))
+    (find,) = steps[0].steps  # type: ignore[union-attr]
+    assert isinstance(find, Find)
+    assert find.filter == {"$and": [{"_id": {"$in": ["a.\x00k"]}}, {"expires_at": {"$not": {"$lte": NOW}}}]}
+
+
+# --------------------------------------------------------------------------- puts
+
+
+def test_n_puts_are_one_write() -> None:
+    ops = [PutOp(("a",), f"k{i}", {"v": i}) for i in range(5)]
+    steps, results = drive(ops, canned())
+    assert results == [None] * 5
+    assert steps == [Write(tuple(q.put_item_request(("a",), f"k{i}", {"v": i}, NOW, None, None) for i in range(5)))]
+
+
+def test_put_ttl_and_int_key() -> None:
+    steps, _ = drive([PutOp(("a",), 7, {"v": 1}, ttl=1.5)], canned())  # type: ignore[arg-type]
+    assert steps == [Write((q.put_item_request(("a",), "7", {"v": 1}, NOW, 1.5, None),))]
+
+
+def test_duplicate_puts_collapse_to_the_last() -> None:
+    ops = [PutOp(("a",), "k", {"v": 1}), PutOp(("a",), "k", {"v": 2}), PutOp(("a",), "other", {"v": 3})]
+    steps, _ = drive(ops, canned())
+    assert steps == [
+        Write(
+            (
+                q.put_item_request(("a",), "k", {"v": 2}, NOW, None, None),
+                q.put_item_request(("a",), "other", {"v": 3}, NOW, None, None),
+            )
+        )
+    ]
+
+
+def test_put_then_delete_is_a_delete_and_delete_then_put_is_a_put() -> None:
+    steps, _ = drive([PutOp(("a",), "k", {"v": 1}), PutOp(("a",), "k", None)], canned())
+    assert steps == [Write(tuple(q.delete_item_requests(("a",), "k", with_vectors=False)))]
+    steps, _ = drive([PutOp(("a",), "k", None), PutOp(("a",), "k", {"v": 1})], canned())
+    assert steps == [Write((q.put_item_request(("a",), "k", {"v": 1}, NOW, None, None),))]
+
+
+def test_reads_come_before_the_write() -> None:
+    ops = [PutOp(("a",), "k", {"v": 1}), GetOp(("a",), "k"), PutOp(("a",), "k", {"v": 2})]
+    old = doc(("a",), "k", {"v": 0})
+    steps, results = drive(ops, canned({repr({"_id": {"$in": ["a.\x00k"]}}): [old]}))
+    assert [type(s) for s in steps] == [Parallel, Write]
+    assert results[1].value == {"v": 0}  # the state before the batch
+    assert steps[1] == Write((q.put_item_request(("a",), "k", {"v": 2}, NOW, None, None),))
+
+
+def test_all_reads_are_one_parallel_step() -> None:
+    ops = [
+        GetOp(("a",), "k1"),
+        SearchOp(("a",), filter={"c": "red"}, limit=3, offset=2),
+        GetOp(("a",), "k2"),
+        SearchOp(("b",)),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a",)),), max_depth=2),
+    ]
+    steps, _ = drive(ops, canned())
+    assert steps == [
+        Parallel(
+            (
+                Find("items", {"_id": {"$in": ["a.\x00k1", "a.\x00k2"]}}, {**ITEM_PROJECTION, "_id": 1}),
+                Find("items", q.search_filter(("a",), {"c": "red"}, None), ITEM_PROJECTION, q.ITEM_SORT, 2, 3),
+                Find("items", q.search_filter(("b",), None, None), ITEM_PROJECTION, q.ITEM_SORT, 0, 10),
+                Aggregate("items", q.list_namespaces_pipeline((MatchCondition("prefix", ("a",)),), 2, None)),
+            )
+        )
+    ]
+
+
+def test_empty_batch_asks_for_nothing() -> None:
+    assert drive([], canned()) == ([], [])
+
+
+# --------------------------------------------------------------------------- search and list_namespaces
+
+
+def test_search_results_are_search_items_in_server_order() -> None:
+    op = SearchOp(("a",))
+    docs = [doc(("a",), "new", {"v": 2}), doc(("a", "b"), "old", {"v": 1})]
+    _, results = drive([op], canned({repr(q.search_filter(("a",), None, None)): docs}))
+    assert [type(i) for i in results[0]] == [SearchItem, SearchItem]
+    assert [(i.namespace, i.key, i.score) for i in results[0]] == [(("a",), "new", None), (("a", "b"), "old", None)]
+
+
+def test_search_with_limit_zero_asks_for_nothing() -> None:
+    assert drive([SearchOp(("a",), limit=0)], canned()) == ([], [[]])
+
+
+def test_query_without_index_is_a_plain_search() -> None:
+    steps, _ = drive([SearchOp(("a",), query="hello")], canned())
+    assert steps == [
+        Parallel((Find("items", q.search_filter(("a",), None, None), ITEM_PROJECTION, q.ITEM_SORT, 0, 10),))
+    ]
+
+
+def test_list_namespaces_sorts_dedups_and_pages_namespaces() -> None:
+    op = ListNamespacesOp(limit=2, offset=1)
+    pipeline = q.list_namespaces_pipeline(None, None, None)
+    docs = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}, {"_id": ["c"]}]
+    steps, results = drive([op], canned({repr(pipeline): docs}))
+    assert steps == [Parallel((Aggregate("items", pipeline),))]
+    assert results == [[("a", "x"), ("b",)]]
+
+
+# --------------------------------------------------------------------------- TTL refresh
+
+
+def test_get_refreshes_items_with_their_own_ttl() -> None:
+    ops = [GetOp(("a",), "k1"), GetOp(("a",), "k2"), GetOp(("a",), "plain")]
+    docs = [
+        doc(("a",), "k1", {}, ttl_minutes=2.0),
+        doc(("a",), "k2", {}, ttl_minutes=0.5),
+        doc(("a",), "plain", {}),
+    ]
+    steps, _ = drive(ops, canned({repr({"_id": {"$in": ["a.\x00k1", "a.\x00k2", "a.\x00plain"]}}): docs}))
+    assert steps[1] == Write(tuple(q.refresh_ttl_requests("items", {0.5: ["a.\x00k2"], 2.0: ["a.\x00k1"]}, NOW)))
+
+
+def test_no_refresh_when_refresh_ttl_is_false_or_item_has_no_ttl() -> None:
+    docs = [doc(("a",), "k", {}, ttl_minutes=2.0)]
+    steps, _ = drive([GetOp(("a",), "k", refresh_ttl=False)], canned({repr({"_id": {"$in": ["a.\x00k"]}}): docs}))
+    assert [type(s) for s in steps] == [Parallel]
+    steps, _ = drive([GetOp(("a",), "k")], canned({repr({"_id": {"$in": ["a.\x00k"]}}): [doc(("a",), "k", {})]}))
+    assert [type(s) for s in steps] == [Parallel]
+
+
+def test_search_refreshes_what_it_returns() -> None:
+    docs = [doc(("a",), "k", {}, ttl_minutes=1.0)]
+    steps, _ = drive([SearchOp(("a",))], canned({repr(q.search_filter(("a",), None, None)): docs}))
+    assert steps[1] == Write(tuple(q.refresh_ttl_requests("items", {1.0: ["a.\x00k"]}, NOW)))
+
+
+def test_refresh_of_an_item_put_in_the_same_batch_is_dropped() -> None:
+    docs = [doc(("a",), "k", {}, ttl_minutes=1.0)]
+    ops = [GetOp(("a",), "k"), PutOp(("a",), "k", {"v": 1})]
+    steps, _ = drive(ops, canned({repr({"_id": {"$in": ["a.\x00k"]}}): docs}))
+    assert steps[1] == Write((q.put_item_request(("a",), "k", {"v": 1}, NOW, None, None),))
+
+
+# --------------------------------------------------------------------------- write failures
+
+
+def test_rejected_item_write_raises_write_error_naming_the_item() -> None:
+    ops = [PutOp(("a",), "ok", {"v": 1}), PutOp(("a",), "bad", {"v": 2})]
+    with pytest.raises(WriteError) as info:
+        drive(ops, canned(outcome=WriteOutcome(errors=[(1, "E11000 boom")])))
+    assert info.value.failures == [(("a",), "bad", "E11000 boom")]
+    assert "'bad'" in str(info.value)
+
+
+def test_failed_ttl_refresh_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
+    docs = [doc(("a",), "k", {}, ttl_minutes=1.0)]
+    with caplog.at_level(logging.WARNING, logger="mongostore"):
+        _, results = drive(
+            [GetOp(("a",), "k")],
+            canned({repr({"_id": {"$in": ["a.\x00k"]}}): docs}, WriteOutcome(errors=[(0, "refresh failed")])),
+        )
+    assert results[0].key == "k"
+    assert "refresh failed" in caplog.text
+
+
+# --------------------------------------------------------------------------- validation before any step
+
+
+@pytest.mark.parametrize(
+    ("bad_op", "error"),
+    [
+        (PutOp((), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("langgraph",), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("a.b",), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("a", ""), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("a", 1), "k", {"v": 1}), InvalidNamespaceError),  # type: ignore[arg-type]
+        (GetOp(("a.b",), "k"), InvalidNamespaceError),
+        (GetOp(("a\x00",), "k"), InvalidNamespaceError),
+        (SearchOp(("",)), InvalidNamespaceError),
+        (ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a.b",)),)), InvalidNamespaceError),
+        (ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("x", "")),)), InvalidNamespaceError),
+        (PutOp(("a",), "k", ["not", "a", "dict"]), InvalidValueError),  # type: ignore[arg-type]
+        (PutOp(("a",), "k", {"$set": 1}), InvalidValueError),
+        (PutOp(("a",), "k", {"s": {1, 2}}), InvalidValueError),
+        (SearchOp(("a",), filter={"$where": "1"}), InvalidFilterError),
+        (SearchOp(("a",), filter={"meta.a": 1}), InvalidFilterError),
+        (SearchOp(("a",), limit=-1), ValueError),
+        (SearchOp(("a",), offset=-1), ValueError),
+        (ListNamespacesOp(limit=-1), ValueError),
+        (ListNamespacesOp(max_depth=-1), ValueError),
+        (ListNamespacesOp(match_conditions=(MatchCondition("infix", ("a",)),)), InvalidFilterError),  # type: ignore[arg-type]
+        (PutOp(("a",), "k", {"v": 1}, ttl=-1), ValueError),
+        (PutOp(("a",), "k", {"v": 1}, index="v"), ValueError),  # type: ignore[arg-type]
+        ("not an op", ValueError),
+    ],
+)
+def test_validation_errors_come_before_any_step(bad_op: Any, error: type[Exception]) -> None:
+    ops = [PutOp(("a",), "good", {"v": 1}), GetOp(("a",), "good"), bad_op, PutOp(("a",), "after", {"v": 2})]
+    plan = batch_plan(ops, ctx())
+    with pytest.raises(error):
+        next(plan)  # raised before the first step: nothing was read or written

@@ -1,0 +1,455 @@
+"""The pure builders of ``mongostore._queries`` (and the namespace helpers of ``_codec``).
+
+Each test pins the exact MQL a builder returns for one case, and where a regex is
+involved, also checks what that regex matches (Python's ``re`` and the server's
+PCRE agree on every construct used here: ``^``, ``$``, ``\\.``, ``[^.]``, ``(?:|)``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from langgraph.store.base import MatchCondition
+
+from mongostore import InvalidFilterError
+from mongostore import _queries as q
+from mongostore._codec import ancestor_paths, item_id, namespace_path
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+NOT_EXPIRED = {"expires_at": {"$not": {"$lte": NOW}}}
+
+
+def eq(value: Any) -> dict[str, Any]:
+    """A scalar equality as the builders write it: never matching arrays that contain the value."""
+    return {"$eq": value, "$not": {"$type": "array"}}
+
+
+# --------------------------------------------------------------------------- namespace <-> path
+
+
+def test_namespace_path_and_ids() -> None:
+    assert namespace_path(("users", "alice", "memories")) == "users.alice.memories."
+    assert namespace_path(()) == ""
+    assert ancestor_paths(("users", "alice")) == ["users.", "users.alice."]
+    assert item_id(("a", "b"), "k") == "a.b.\x00k"
+    # A key may hold '.' and NUL: the first NUL still separates path and key, so no collision.
+    assert item_id(("a", "b"), "k") != item_id(("a",), "b.\x00k")
+
+
+# --------------------------------------------------------------------------- prefix filter
+
+
+def test_prefix_filter_is_an_anchored_option_free_regex_string() -> None:
+    f = q.prefix_filter(("a", "b"))
+    assert f == {"path": {"$regex": "^a\\.b\\."}}
+    assert isinstance(f["path"]["$regex"], str)  # never a compiled pattern (its flags defeat the index)
+    assert "$options" not in f["path"]
+
+
+def test_prefix_filter_of_the_root_adds_no_condition() -> None:
+    assert q.prefix_filter(()) == {}
+
+
+def test_prefix_filter_field_name() -> None:
+    assert q.prefix_filter(("a",), "item.path") == {"item.path": {"$regex": "^a\\."}}
+
+
+def test_prefix_filter_stops_at_label_boundary() -> None:
+    pattern = q.prefix_filter(("a",))["path"]["$regex"]
+    assert re.search(pattern, "a.b.")
+    assert re.search(pattern, "a.")
+    assert not re.search(pattern, "ab.")
+    pattern = q.prefix_filter(("users", "alice"))["path"]["$regex"]
+    assert re.search(pattern, "users.alice.memories.")
+    assert not re.search(pattern, "users.alicex.")
+
+
+@pytest.mark.parametrize(
+    ("label", "expected", "would_match_unescaped"),
+    [
+        ("a+b", "^a\\+b\\.", "aab."),
+        ("a*b", "^a\\*b\\.", "b."),
+        ("(", "^\\(\\.", None),
+        ("[", "^\\[\\.", None),
+        ("\\", "^\\\\\\.", None),
+        ("^", "^\\^\\.", None),
+        ("$", "^\\$\\.", None),
+        ("|", "^\\|\\.", "zzz."),
+        ("?", "^\\?\\.", None),
+        ("x{2}", "^x\\{2\\}\\.", "xx."),
+    ],
+)
+def test_prefix_filter_escapes_regex_metacharacters(
+    label: str, expected: str, would_match_unescaped: str | None
+) -> None:
+    pattern = q.prefix_filter((label,))["path"]["$regex"]
+    assert pattern == expected
+    assert re.search(pattern, namespace_path((label, "child")))
+    if would_match_unescaped is not None:
+        # The unescaped label, read as a regex, would leak into this other namespace.
+        assert re.search("^" + label + "\\.", would_match_unescaped)
+        assert not re.search(pattern, would_match_unescaped)
+
+
+@pytest.mark.parametrize("label", ["ünïcødé", "日本", "🦜", "naïve café"])
+def test_prefix_filter_keeps_unicode_literal(label: str) -> None:
+    pattern = q.prefix_filter((label,))["path"]["$regex"]
+    assert pattern == "^" + re.escape(label) + "\\."
+    assert re.search(pattern, label + ".x.")
+    assert not re.search(pattern, label + "x.")
+
+
+def test_not_expired() -> None:
+    assert q.not_expired(NOW) == NOT_EXPIRED
+
+
+# --------------------------------------------------------------------------- list_namespaces
+
+
+def test_namespaces_match_without_conditions() -> None:
+    assert q.namespaces_match(None) == {}
+    assert q.namespaces_match([]) == {}
+    assert q.namespaces_match([MatchCondition("prefix", ())]) == {}
+
+
+def test_namespaces_match_prefix_with_wildcard_checks_length() -> None:
+    assert q.namespaces_match([MatchCondition("prefix", ("a", "*"))]) == {
+        "path": {"$regex": "^a\\.[^.]+\\."},
+        "depth": {"$gte": 2},
+    }
+
+
+def test_namespaces_match_suffix() -> None:
+    assert q.namespaces_match([MatchCondition("suffix", ("d", "*"))]) == {
+        "path": {"$regex": "(?:^|\\.)d\\.[^.]+\\.$"},
+        "depth": {"$gte": 2},
+    }
+
+
+def test_namespaces_match_several_conditions_are_anded() -> None:
+    got = q.namespaces_match([MatchCondition("prefix", ("a",)), MatchCondition("prefix", ("x",))])
+    assert got == {
+        "$and": [
+            {"path": {"$regex": "^a\\."}},
+            {"depth": {"$gte": 1}},
+            {"path": {"$regex": "^x\\."}},
+            {"depth": {"$gte": 1}},
+        ]
+    }
+
+
+def test_namespaces_match_escapes_literal_labels() -> None:
+    assert q.namespaces_match([MatchCondition("prefix", ("a*b", "*"))])["path"] == {"$regex": "^a\\*b\\.[^.]+\\."}
+
+
+@pytest.mark.parametrize(
+    ("cond", "path", "depth", "matches"),
+    [
+        (MatchCondition("suffix", ("d", "*")), "a.b.d.e.", 4, True),
+        (MatchCondition("suffix", ("d", "*")), "a.b.d.", 3, False),
+        (MatchCondition("suffix", ("*", "b", "c")), "a.b.c.", 3, True),
+        (MatchCondition("suffix", ("*", "b", "c")), "a.c.b.", 3, False),
+        (MatchCondition("suffix", ("*", "b", "c")), "b.c.", 2, False),
+        (MatchCondition("suffix", ("f",)), "a.f.", 2, True),
+        (MatchCondition("suffix", ("f",)), "a.xf.", 2, False),
+        (MatchCondition("prefix", ("a", "*")), "a.", 1, False),
+        (MatchCondition("prefix", ("a", "*")), "a.b.", 2, True),
+        (MatchCondition("prefix", ("a", "*", "f")), "a.c.f.", 3, True),
+        (MatchCondition("prefix", ("a", "*", "f")), "a.c.g.", 3, False),
+    ],
+)
+def test_condition_semantics(cond: MatchCondition, path: str, depth: int, matches: bool) -> None:
+    """Evaluate the built clause by hand on one stored (path, depth)."""
+    clause = q.namespaces_match([cond])
+    ok = bool(re.search(clause["path"]["$regex"], path)) and depth >= clause["depth"]["$gte"]
+    assert ok is matches
+
+
+def test_unknown_match_type_is_rejected() -> None:
+    with pytest.raises(InvalidFilterError):
+        q.namespaces_match([MatchCondition("infix", ("a",))])  # type: ignore[arg-type]
+
+
+def test_list_namespaces_pipeline_plain() -> None:
+    # No $limit before $group (the existing MongoDB store's bug M2), no $sort: paging is on tuples.
+    assert q.list_namespaces_pipeline(None, None, None) == [{"$group": {"_id": "$namespace"}}]
+
+
+def test_list_namespaces_pipeline_max_depth() -> None:
+    assert q.list_namespaces_pipeline(None, 2, None) == [{"$group": {"_id": {"$slice": ["$namespace", 2]}}}]
+    # max_depth=0 groups everything into the root namespace () without relying on $slice 0.
+    assert q.list_namespaces_pipeline(None, 0, None) == [{"$group": {"_id": {"$literal": []}}}]
+
+
+def test_list_namespaces_pipeline_conditions_and_expiry() -> None:
+    conds = [MatchCondition("prefix", ("a",))]
+    assert q.list_namespaces_pipeline(conds, None, None) == [
+        {"$match": {"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}},
+        {"$group": {"_id": "$namespace"}},
+    ]
+    assert q.list_namespaces_pipeline(conds, 1, NOW) == [
+        {"$match": {"$and": [{"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}, NOT_EXPIRED]}},
+        {"$group": {"_id": {"$slice": ["$namespace", 1]}}},
+    ]
+    assert q.list_namespaces_pipeline(None, None, NOW) == [{"$match": NOT_EXPIRED}, {"$group": {"_id": "$namespace"}}]
+
+
+# --------------------------------------------------------------------------- value filters
+
+
+def test_empty_filter() -> None:
+    assert q.value_filter(None) == {}
+    assert q.value_filter({}) == {}
+
+
+def test_scalar_equality_excludes_arrays() -> None:
+    assert q.value_filter({"c": "red"}) == {"value.c": eq("red")}
+    assert q.value_filter({"n": 5}) == {"value.n": eq(5)}
+    assert q.value_filter({"b": True}) == {"value.b": eq(True)}
+
+
+def test_string_that_looks_like_an_operator_is_data() -> None:
+    assert q.value_filter({"a": "$where"}) == {"value.a": eq("$where")}
+
+
+NOT_ARRAY = {"$not": {"$type": "array"}}
+
+
+@pytest.mark.parametrize("op", ["$eq", "$gt", "$gte", "$lt", "$lte"])
+def test_each_comparison_operator_compares_the_whole_value(op: str) -> None:
+    assert q.value_filter({"n": {op: 2}}) == {"value.n": {op: 2, **NOT_ARRAY}}
+
+
+def test_ne_lets_arrays_through_as_a_whole_value_never_equals_a_scalar() -> None:
+    assert q.value_filter({"n": {"$ne": 2}}) == {"$or": [{"value.n": {"$ne": 2}}, {"value.n": {"$type": "array"}}]}
+
+
+def test_operators_combine_on_one_field() -> None:
+    assert q.value_filter({"n": {"$gte": 1, "$lt": 5}}) == {"value.n": {"$gte": 1, "$lt": 5, **NOT_ARRAY}}
+
+
+def test_list_operands_of_eq_and_ne_are_exact_list_comparisons() -> None:
+    exact = {"$and": [{"value.t": {"$eq": ["x"]}}, {"$expr": {"$eq": ["$value.t", {"$literal": ["x"]}]}}]}
+    assert q.value_filter({"t": {"$eq": ["x"]}}) == exact
+    assert q.value_filter({"t": {"$ne": ["x"]}}) == {"$nor": [exact]}
+
+
+def test_several_fields_are_anded() -> None:
+    assert q.value_filter({"c": "red", "n": {"$gt": 1}}) == {
+        "$and": [{"value.c": eq("red")}, {"value.n": {"$gt": 1, **NOT_ARRAY}}]
+    }
+
+
+def test_nested_dict_is_containment_that_never_looks_inside_arrays() -> None:
+    assert q.value_filter({"meta": {"a": 1}}) == {"$and": [{"value.meta": NOT_ARRAY}, {"value.meta.a": eq(1)}]}
+    assert q.value_filter({"meta": {"a": 1, "b": {"c": "x"}}}) == {
+        "$and": [
+            {"value.meta": NOT_ARRAY},
+            {"value.meta.a": eq(1)},
+            {"value.meta.b": NOT_ARRAY},
+            {"value.meta.b.c": eq("x")},
+        ]
+    }
+    assert q.value_filter({"meta": {}}) == {"value.meta": {"$type": "object", **NOT_ARRAY}}
+
+
+def test_list_equality_is_exact() -> None:
+    assert q.value_filter({"tags": ["x", "y"]}) == {
+        "$and": [{"value.tags": {"$eq": ["x", "y"]}}, {"$expr": {"$eq": ["$value.tags", {"$literal": ["x", "y"]}]}}]
+    }
+    assert q.value_filter({"tags": ("x",)}) == q.value_filter({"tags": ["x"]})
+
+
+def test_none_matches_missing_or_null_but_not_arrays_holding_null() -> None:
+    assert q.value_filter({"missing": None}) == {"value.missing": eq(None)}
+
+
+def test_extension_operators() -> None:
+    assert q.value_filter({"n": {"$in": [1, 2]}}) == {"value.n": {"$in": [1, 2]}}
+    assert q.value_filter({"n": {"$nin": (1, 2)}}) == {"value.n": {"$nin": [1, 2]}}
+    assert q.value_filter({"n": {"$exists": False}}) == {"value.n": {"$exists": False}}
+
+
+def test_logical_operators() -> None:
+    assert q.value_filter({"$or": [{"c": "red"}, {"n": {"$gt": 3}}]}) == {
+        "$or": [{"value.c": eq("red")}, {"value.n": {"$gt": 3, **NOT_ARRAY}}]
+    }
+    assert q.value_filter({"$and": [{"c": "red"}, {"$or": [{"n": 1}, {"n": 2}]}]}) == {
+        "$and": [{"value.c": eq("red")}, {"$or": [{"value.n": eq(1)}, {"value.n": eq(2)}]}]
+    }
+
+
+def test_base_prefix() -> None:
+    assert q.value_filter({"c": "red"}, base="item.value") == {"item.value.c": eq("red")}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"$where": "this.value.n > 1"},
+        {"$expr": {"$gt": ["$value.n", 1]}},
+        {"$function": {"body": "return true", "args": [], "lang": "js"}},
+        {"$nor": [{"a": 1}]},
+        {"$not": {"a": 1}},
+        {"$text": {"$search": "x"}},
+        {"a": {"$function": {"body": "return true", "args": [], "lang": "js"}}},
+        {"a": {"$where": "1"}},
+        {"a": {"$regex": "x"}},
+        {"a": {"$elemMatch": {"b": 1}}},
+        {"a": {"$expr": 1}},
+        {"a": {"$not": {"$eq": 1}}},
+        {"a": {"$size": 1}},
+        {"a": {"$eq": {"$where": "x"}}},
+        {"a": {"$in": [{"$where": "x"}]}},
+        {"a": {"$ne": [{"b": {"$function": {}}}]}},
+        {"a": {"$gt": 1, "b": 2}},
+        {"meta": {"a": {"$where": "x"}}},
+        {"meta.a": 1},
+        {"meta": {"x.y": 1}},
+        {"": 1},
+        {"a\x00b": 1},
+        {1: 2},
+        {"a": {"$in": "xy"}},
+        {"a": {"$exists": 1}},
+        {"$and": []},
+        {"$or": {"a": 1}},
+        {"$and": ["a"]},
+        {"$or": [{"$where": "x"}]},
+    ],
+)
+def test_rejections(bad: dict[Any, Any]) -> None:
+    with pytest.raises(InvalidFilterError) as info:
+        q.value_filter(bad)
+    assert isinstance(info.value, ValueError)
+
+
+def test_filter_must_be_a_dict() -> None:
+    with pytest.raises(InvalidFilterError):
+        q.value_filter(["a"])  # type: ignore[arg-type]
+
+
+def test_search_filter() -> None:
+    assert q.search_filter((), None, None) == {}
+    assert q.search_filter(("a",), None, None) == {"path": {"$regex": "^a\\."}}
+    assert q.search_filter((), {"c": "red"}, None) == {"value.c": eq("red")}
+    assert q.search_filter(("a",), {"c": "red"}, NOW) == {
+        "$and": [{"path": {"$regex": "^a\\."}}, {"value.c": eq("red")}, NOT_EXPIRED]
+    }
+
+
+def test_item_sort_is_newest_first_then_path_then_key() -> None:
+    assert q.ITEM_SORT == [("updated_at", -1), ("path", 1), ("key", 1)]
+
+
+# --------------------------------------------------------------------------- write requests
+
+
+def test_put_item_request_without_ttl() -> None:
+    req = q.put_item_request(("a", "b"), "k", {"v": 1}, NOW, None, None)
+    assert req == q.WriteRequest(
+        "items",
+        "update_one",
+        {"_id": "a.b.\x00k"},
+        {
+            "$set": {
+                "namespace": ["a", "b"],
+                "path": "a.b.",
+                "depth": 2,
+                "key": "k",
+                "value": {"v": 1},
+                "updated_at": NOW,
+            },
+            "$setOnInsert": {"created_at": NOW},
+            "$unset": {"expires_at": "", "ttl_minutes": ""},
+        },
+        upsert=True,
+    )
+    assert req.item == (("a", "b"), "k")
+    # created_at is only set on insert, so an overwrite keeps it.
+    assert "created_at" not in req.update["$set"]  # type: ignore[index]
+
+
+def test_put_item_request_with_fractional_ttl() -> None:
+    req = q.put_item_request(("a",), "k", {}, NOW, 1.5, None)
+    assert req.update is not None
+    assert req.update["$set"]["expires_at"] == NOW + timedelta(seconds=90)
+    assert req.update["$set"]["ttl_minutes"] == 1.5
+    assert "$unset" not in req.update
+
+
+def test_put_item_request_stores_ttl_as_float() -> None:
+    req = q.put_item_request(("a",), "k", {}, NOW, 2, None)
+    assert req.update is not None
+    ttl = req.update["$set"]["ttl_minutes"]
+    assert ttl == 2.0 and isinstance(ttl, float)
+
+
+def test_put_item_request_vector_hashes() -> None:
+    with_hashes = q.put_item_request(("a",), "k", {}, NOW, 1, ["h1", "h2"])
+    assert with_hashes.update is not None and with_hashes.update["$set"]["vectors"] == ["h1", "h2"]
+    none_left = q.put_item_request(("a",), "k", {}, NOW, 1, [])
+    assert none_left.update == {
+        "$set": {
+            "namespace": ["a"],
+            "path": "a.",
+            "depth": 1,
+            "key": "k",
+            "value": {},
+            "updated_at": NOW,
+            "expires_at": NOW + timedelta(minutes=1),
+            "ttl_minutes": 1.0,
+        },
+        "$setOnInsert": {"created_at": NOW},
+        "$unset": {"vectors": ""},
+    }
+
+
+def test_delete_item_requests() -> None:
+    assert q.delete_item_requests(("a",), "k", with_vectors=False) == [
+        q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"})
+    ]
+    assert q.delete_item_requests(("a",), "k", with_vectors=True) == [
+        q.WriteRequest("vectors", "delete_many", {"item_id": "a.\x00k"}),
+        q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"}),
+    ]
+
+
+def test_refresh_ttl_requests_one_update_per_distinct_ttl() -> None:
+    reqs = q.refresh_ttl_requests("items", {1.0: ["x", "y"], 0.5: ["z"]}, NOW)
+    assert reqs == [
+        q.WriteRequest(
+            "items", "update_many", {"_id": {"$in": ["z"]}}, {"$set": {"expires_at": NOW + timedelta(seconds=30)}}
+        ),
+        q.WriteRequest(
+            "items", "update_many", {"_id": {"$in": ["x", "y"]}}, {"$set": {"expires_at": NOW + timedelta(minutes=1)}}
+        ),
+    ]
+    # A refresh never touches updated_at: it is not a modification.
+    assert all("updated_at" not in (r.update or {})["$set"] for r in reqs)
+
+
+def test_refresh_ttl_requests_on_vectors_use_item_id() -> None:
+    (req,) = q.refresh_ttl_requests("vectors", {2.0: ["x"]}, NOW, id_field="item_id")
+    assert req.filter == {"item_id": {"$in": ["x"]}}
+    assert req.role == "vectors"
+
+
+def test_prune_vectors_request() -> None:
+    assert q.prune_vectors_request(("a",), "k", ["f"]) == q.WriteRequest(
+        "vectors", "delete_many", {"item_id": "a.\x00k", "field": {"$nin": ["f"]}}
+    )
+    assert q.prune_vectors_request(("a",), "k", []) == q.WriteRequest("vectors", "delete_many", {"item_id": "a.\x00k"})
+
+
+# --------------------------------------------------------------------------- indexes
+
+
+def test_item_indexes() -> None:
+    assert q.item_indexes() == [
+        q.IndexSpec((("path", 1), ("key", 1)), "path_key", unique=True),
+        q.IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
+        q.IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
+    ]
