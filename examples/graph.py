@@ -1,0 +1,22 @@
+"""The example graph for LangGraph's Agent Server: mongostore's memory graph.
+
+``langgraph dev --config examples/langgraph.json`` serves it as ``memory``, with the
+store built by ``mongostore.server.make_store`` (an ``AsyncMongoStore`` configured
+from ``MONGODB_URI`` and ``MONGOSTORE_*``) as ``runtime.store`` in every node.
+
+The graph (see ``mongostore.demo``): ``remember`` stores each first-person statement
+of the user under ``(user_id, "memories")``; ``respond`` answers questions from the
+memories that semantic search recalls. Pass the user with the run's context::
+
+    await client.runs.wait(thread_id, "memory",
+                           input={"messages": [{"role": "user", "content": "I like pizza."}]},
+                           context={"user_id": "alice"})
+
+The server supplies the checkpointer and the store, so the graph is compiled without them.
+"""
+
+from __future__ import annotations
+
+from mongostore.demo import build_graph
+
+graph = build_graph().compile(name="memory")

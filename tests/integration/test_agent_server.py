@@ -1,0 +1,252 @@
+"""The Agent Server store factory, in-process and behind a real ``langgraph dev``.
+
+The slow test starts ``langgraph dev`` (``langgraph-cli[inmem]``) on a loopback
+port with ``examples/langgraph.json``, whose ``"store": {"path":
+"mongostore.server.make_store"}`` replaces the server's own store, then drives it
+with ``langgraph_sdk``: the store API and runs of the example graph. The store is
+in memory inside the server process (``MONGODB_URI=mongomock://``), so the test
+proves the items landed in *our* store through the server itself: the graph's
+nodes report the class of ``runtime.store``, an item put through the SDK is
+recalled by the graph, SDK searches return similarity scores (the server's
+default in-memory store has no index and returns none), and the server log names
+``mongostore.aio.AsyncMongoStore``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mongostore import AsyncMongoStore, MongoStore
+from mongostore.embeddings import HashingEmbeddings
+from mongostore.server import make_store
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def server_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MONGODB_URI", "MONGOSTORE_DB", "MONGOSTORE_COLLECTION", "MONGOSTORE_DIMS", "MONGOSTORE_FIELDS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MONGOSTORE_EMBED", "hashing")
+    monkeypatch.setenv("MONGOSTORE_FIELDS", "text")
+
+
+# --------------------------------------------------------------------------- the factory, in-process
+
+
+async def test_factory_defaults_to_an_in_memory_async_store(server_env: None) -> None:
+    async with make_store() as store:
+        assert isinstance(store, AsyncMongoStore)
+        assert store.index_config is not None and store.index_config["fields"] == ["text"]
+        assert isinstance(store.index_config["embed"], HashingEmbeddings)
+        await store.aput(("u", "memories"), "k", {"text": "I like pizza"})
+        hits = await store.asearch(("u",), query="pizza")
+        assert hits[0].key == "k" and hits[0].score is not None
+        assert "path_key" in (await store.status())["item_indexes"]  # setup() ran
+
+
+async def test_factory_falls_back_to_the_sync_store_without_the_async_fake(
+    server_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pymongo_async_mock", None)  # import fails
+    async with make_store() as store:
+        assert isinstance(store, MongoStore)
+        await store.aput(("u", "memories"), "k", {"text": "I like pizza"})
+        assert (await store.aget(("u", "memories"), "k")) is not None
+
+
+async def test_factory_reads_the_environment(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONGODB_URI", "mongomock://")
+    monkeypatch.setenv("MONGOSTORE_DB", "agents")
+    monkeypatch.setenv("MONGOSTORE_COLLECTION", "mem")
+    monkeypatch.setenv("MONGOSTORE_EMBED", "none")
+    async with make_store() as store:
+        assert store.index_config is None
+        assert isinstance(store, AsyncMongoStore)
+        assert store.collection.name == "mem" and store.collection.database.name == "agents"
+
+
+async def test_factory_rejects_bad_settings(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONGOSTORE_EMBED", "acme:unknown-model")
+    with pytest.raises(ValueError, match="MONGOSTORE_DIMS"):
+        async with make_store():
+            pass
+
+
+# --------------------------------------------------------------------------- langgraph dev + langgraph_sdk
+
+
+def _langgraph_cli() -> str | None:
+    beside = Path(sys.executable).with_name("langgraph")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("langgraph")
+
+
+def _has_inmem_server() -> bool:
+    try:
+        import langgraph_api  # noqa: F401
+        import langgraph_runtime_inmem  # noqa: F401
+        import langgraph_sdk  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
+    cli = _langgraph_cli()
+    if cli is None or not _has_inmem_server():
+        pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
+    import httpx
+
+    # Run from a copy of examples/: `langgraph dev` resolves graph paths against its working
+    # directory and writes its dev state (.langgraph_api/) there.
+    workdir = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, workdir, ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
+    env.pop("MONGODB_URI", None)
+    env.update(
+        MONGODB_URI="mongomock://",
+        MONGOSTORE_EMBED="hashing",  # fast and deterministic; the server runs MiniLM the same way
+        LANGSMITH_TRACING="false",
+        LANGCHAIN_TRACING_V2="false",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [
+                cli,
+                "dev",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-browser",
+                "--no-reload",
+                "--config",
+                "langgraph.json",
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = Server(proc, f"http://127.0.0.1:{port}", log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited with {proc.returncode}:\n{server.output()[-4000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{server.url}/ok", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"langgraph dev did not answer /ok within 90 s:\n{server.output()[-4000:]}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # our own process group (start_new_session=True)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+async def client(langgraph_dev: Server) -> AsyncIterator[Any]:
+    from langgraph_sdk import get_client
+
+    c = get_client(url=langgraph_dev.url)
+    yield c
+    with contextlib.suppress(Exception):
+        await c.http.client.aclose()
+
+
+def _say(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@pytest.mark.slow
+async def test_agent_server_uses_mongostore(langgraph_dev: Server, client: Any) -> None:
+    ns = ["alice", "memories"]
+    # --- the store API, through the server, into our store
+    await client.store.put_item(ns, key="sdk-1", value={"text": "I like sushi", "kind": "preference"})
+    item = await client.store.get_item(ns, key="sdk-1")
+    assert item["value"] == {"text": "I like sushi", "kind": "preference"}
+    assert item["namespace"] == ns
+
+    # --- the example graph: thread 1 states facts, the graph writes them with runtime.store
+    thread = await client.threads.create()
+    out = await client.runs.wait(
+        thread["thread_id"],
+        "memory",
+        input=_say("I work as a nurse. My sister lives in Lisbon."),
+        context={"user_id": "alice"},
+    )
+    assert out["store"] == "AsyncMongoStore"  # the class of runtime.store inside the server
+    assert [m["text"] for m in out["saved"]] == ["I work as a nurse", "My sister lives in Lisbon"]
+
+    # --- semantic search through the SDK: scored by our index (hashing embeddings, fields=text)
+    found = await client.store.search_items(["alice"], query="Where does my sister live?", limit=3)
+    top = found["items"][0]
+    assert top["value"]["text"] == "My sister lives in Lisbon" and top["score"] > 0.3
+    assert {i["key"] for i in found["items"]} >= {"sdk-1"}
+
+    # --- thread 2: a new thread recalls the item the SDK put, through runtime.store
+    thread2 = await client.threads.create()
+    out = await client.runs.wait(
+        thread2["thread_id"], "memory", input=_say("What do I like to eat?"), context={"user_id": "alice"}
+    )
+    assert out["messages"][-1]["content"] == "You like sushi."
+    recalled = out["recalled"][0]["memories"]
+    assert recalled[0]["key"] == "sdk-1" and recalled[0]["score"] > 0.3
+
+    # --- list_namespaces and delete_item
+    listed = await client.store.list_namespaces(prefix=["alice"])
+    assert listed["namespaces"] == [ns]
+    await client.store.delete_item(ns, key="sdk-1")
+    assert await client.store.get_item(ns, key="sdk-1") is None
+    found = await client.store.search_items(["alice"], query="What do I like to eat?", limit=10)
+    assert "sdk-1" not in {i["key"] for i in found["items"]}
+    assert len(found["items"]) == 2
+
+    log = langgraph_dev.output()
+    assert "Using custom store: <mongostore.aio.AsyncMongoStore" in log
+    assert "Traceback" not in log
