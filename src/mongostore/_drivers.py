@@ -99,6 +99,18 @@ def _model(req: WriteRequest, namespace: str | None = None) -> Any:
     return DeleteMany(req.filter, **ns)
 
 
+def _find_cursor(coll: Any, step: Find) -> Any:
+    """``find`` is synchronous in pymongo, pymongo async and Motor alike; only iterating differs."""
+    cur = coll.find(step.filter, step.projection)
+    if step.sort:
+        cur = cur.sort(step.sort)
+    if step.skip:
+        cur = cur.skip(step.skip)
+    if step.limit:
+        cur = cur.limit(step.limit)
+    return cur
+
+
 def _index_kwargs(spec: IndexSpec) -> dict[str, Any]:
     kw: dict[str, Any] = {"name": spec.name}
     if spec.unique:
@@ -232,14 +244,7 @@ class SyncIO:
 
     def execute(self, step: Step) -> Any:
         if isinstance(step, Find):
-            cur = self.coll(step.role).find(step.filter, step.projection)
-            if step.sort:
-                cur = cur.sort(step.sort)
-            if step.skip:
-                cur = cur.skip(step.skip)
-            if step.limit:
-                cur = cur.limit(step.limit)
-            return list(cur)
+            return list(_find_cursor(self.coll(step.role), step))
         if isinstance(step, Aggregate):
             return list(self.coll(step.role).aggregate(step.pipeline))
         if isinstance(step, Parallel):
@@ -367,14 +372,7 @@ class AsyncIO:
 
     async def execute(self, step: Step) -> Any:
         if isinstance(step, Find):
-            cur = self.coll(step.role).find(step.filter, step.projection)
-            if step.sort:
-                cur = cur.sort(step.sort)
-            if step.skip:
-                cur = cur.skip(step.skip)
-            if step.limit:
-                cur = cur.limit(step.limit)
-            return await _to_list(cur)
+            return await _to_list(_find_cursor(self.coll(step.role), step))
         if isinstance(step, Aggregate):
             return await _to_list(self.coll(step.role).aggregate(step.pipeline))
         if isinstance(step, Parallel):

@@ -34,7 +34,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore
 from mongostore import _plan
 from mongostore._drivers import AsyncIO, run_async
 from mongostore.errors import ConfigurationError
-from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow, vectors_name
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
 
@@ -58,21 +58,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         vectors_collection: Any | None = None,
     ) -> None:
         super().__init__()
-        self.collection = collection
-        self._configure(index, ttl)
-        self.vectors_collection = None
-        if self._index is not None:
-            self.vectors_collection = (
-                vectors_collection
-                if vectors_collection is not None
-                else collection.database[vectors_name(collection.name)]
-            )
-        self._io = AsyncIO(
-            collection,
-            self.vectors_collection,
-            self._index.embeddings if self._index else None,
-            self._index.vector_search if self._index else "auto",
-        )
+        self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection))
         self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod

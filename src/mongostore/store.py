@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
 from pymongo import MongoClient
 from pymongo.collection import Collection
@@ -25,7 +26,7 @@ from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
 from mongostore.analytics import scoped_pipeline
-from mongostore.config import IndexSettings, TTLSettings, index_settings, ttl_settings
+from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode, index_settings, ttl_settings
 
 logger = logging.getLogger("mongostore")
 
@@ -51,12 +52,27 @@ class _StoreConfig:
     _index: IndexSettings | None
     _ttl: TTLSettings | None
 
-    def _configure(self, index: IndexConfig | Mapping[str, Any] | None, ttl: TTLConfig | None) -> None:
+    def _configure(
+        self,
+        collection: Any,
+        index: IndexConfig | Mapping[str, Any] | None,
+        ttl: TTLConfig | None,
+        vectors_collection: Any | None,
+    ) -> tuple[Any, Any | None, Embeddings | None, VectorSearchMode]:
+        """Validate the settings (no I/O); returns what the store's I/O driver needs."""
+        self.collection = collection
         self._index = index_settings(index)
         self._ttl = ttl_settings(ttl)
         # BaseStore reads these two for refresh/default-TTL resolution; keep copies.
         self.index_config = dict(index) if index is not None else None
         self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
+        self.vectors_collection = None
+        if self._index is None:
+            return collection, None, None, "auto"
+        if vectors_collection is None:
+            vectors_collection = collection.database[vectors_name(collection.name)]
+        self.vectors_collection = vectors_collection
+        return collection, vectors_collection, self._index.embeddings, self._index.vector_search
 
     def _context(self) -> _plan.PlanContext:
         return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow())
@@ -91,21 +107,7 @@ class MongoStore(_StoreConfig, BaseStore):
         ttl: TTLConfig | None = None,
         vectors_collection: Collection[Any] | None = None,
     ) -> None:
-        self.collection = collection
-        self._configure(index, ttl)
-        self.vectors_collection = None
-        if self._index is not None:
-            self.vectors_collection = (
-                vectors_collection
-                if vectors_collection is not None
-                else collection.database[vectors_name(collection.name)]
-            )
-        self._io = SyncIO(
-            collection,
-            self.vectors_collection,
-            self._index.embeddings if self._index else None,
-            self._index.vector_search if self._index else "auto",
-        )
+        self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection))
         self._sweeper: concurrent.futures.Future[None] | None = None
         self._sweeper_stop = threading.Event()
 
