@@ -28,12 +28,12 @@ MEMORIES = {
 
 
 async def settle(api: StoreAPI, prefix: tuple[str, ...], query: str, n: int, **kw: Any) -> list[Any]:
-    """Search; on a real server poll until ``n`` results are visible (mongot lags writes)."""
+    """Search; on a real server poll until ``n`` scored results are visible (mongot lags writes)."""
     found = await api.search(prefix, query=query, limit=max(n, 10), **kw)
     if not api.backend.endswith("real"):
         return list(found)
     for _ in range(60):
-        if len(found) >= n:
+        if sum(r.score is not None for r in found) >= n:
             break
         await asyncio.sleep(0.5)
         found = await api.search(prefix, query=query, limit=max(n, 10), **kw)
