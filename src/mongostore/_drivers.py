@@ -108,7 +108,13 @@ def _find_cursor(coll: Any, step: Find) -> Any:
         cur = cur.skip(step.skip)
     if step.limit:
         cur = cur.limit(step.limit)
+    if step.batch_size:
+        cur = cur.batch_size(step.batch_size)
     return cur
+
+
+def _aggregate_kwargs(step: Aggregate) -> dict[str, Any]:
+    return {"batchSize": step.batch_size} if step.batch_size else {}
 
 
 def _index_kwargs(spec: IndexSpec) -> dict[str, Any]:
@@ -246,7 +252,7 @@ class SyncIO:
         if isinstance(step, Find):
             return list(_find_cursor(self.coll(step.role), step))
         if isinstance(step, Aggregate):
-            return list(self.coll(step.role).aggregate(step.pipeline))
+            return list(self.coll(step.role).aggregate(step.pipeline, **_aggregate_kwargs(step)))
         if isinstance(step, Parallel):
             return [self.execute(s) for s in step.steps]
         if isinstance(step, Write):
@@ -374,7 +380,7 @@ class AsyncIO:
         if isinstance(step, Find):
             return await _to_list(_find_cursor(self.coll(step.role), step))
         if isinstance(step, Aggregate):
-            return await _to_list(self.coll(step.role).aggregate(step.pipeline))
+            return await _to_list(self.coll(step.role).aggregate(step.pipeline, **_aggregate_kwargs(step)))
         if isinstance(step, Parallel):
             return list(await asyncio.gather(*(self.execute(s) for s in step.steps)))
         if isinstance(step, Write):

@@ -73,6 +73,8 @@ logger = logging.getLogger("mongostore")
 # Server answers that mean "this deployment has no Atlas Search / $vectorSearch".
 NO_SEARCH_CODES = frozenset({31082, 6047401, 115, 59, 40324})
 MAX_CANDIDATES = 10_000
+# Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
+LARGE_BATCH = 100_000
 
 Plan = Generator[Step, Any, Any]
 
@@ -189,7 +191,6 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     listings: list[tuple[int, ListNamespacesOp]] = []
     puts: dict[tuple[tuple[str, ...], str], _Put] = {}
     index = ctx.index
-    cutoff = ctx.expiry_cutoff
 
     for pos, op in enumerate(ops):
         if isinstance(op, GetOp):
@@ -204,48 +205,30 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             puts[(op.namespace, key)] = _Put(op.namespace, key, value, op.index, op.ttl)
 
     semantic = [s for s in searches if s.semantic and s.op.limit > 0]
-    caps: Capabilities | None = None
+    use_atlas = False
     if semantic:
-        caps = yield Probe()
-    use_atlas = bool(caps and caps.vector_search)
+        assert index is not None
+        caps: Capabilities = yield Probe()
+        use_atlas = caps.vector_search
+        # Queries first, in one call: their searches can then join the batch's other reads.
+        vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
+        for s in semantic:
+            s.query_vector = vectors[str(s.op.query)]
 
     # ---- 1. every read, in one parallel step -------------------------------------------
-    reads: list[Step] = []
-    if gets:
-        ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in gets))
-        filt: dict[str, Any] = {"_id": {"$in": ids}}
-        if cutoff is not None:
-            filt = {"$and": [filt, q.not_expired(cutoff)]}
-        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}))
-    for s in searches:
-        if s.op.limit == 0:
-            continue
-        if not s.semantic:
-            reads.append(
-                Find(
-                    "items",
-                    q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff),
-                    ITEM_PROJECTION,
-                    q.ITEM_SORT,
-                    s.op.offset,
-                    s.op.limit,
-                )
-            )
-        elif not use_atlas:
-            reads.extend(_local_candidate_reads(s.op, cutoff))
-    for _, lop in listings:
-        reads.append(Aggregate("items", q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff)))
     put_list = list(puts.values())
     indexed_puts = [p for p in put_list if p.value is not None] if index is not None else []
-    if index is not None and put_list:
-        reads.append(
-            Find(
-                "vectors",
-                {"item_id": {"$in": [p.id for p in put_list]}},
-                {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1},
-            )
-        )
-    answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
+    while True:
+        reads = _reads(gets, searches, listings, put_list, ctx, use_atlas)
+        try:
+            answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
+            break
+        except Exception as exc:
+            if not (use_atlas and is_no_search_error(exc)):
+                raise
+            logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
+            yield DisableVectorSearch(str(exc))
+            use_atlas = False
     answers.reverse()  # consumed in the order the reads were added
 
     refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl
@@ -264,7 +247,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             results[pos] = doc_to_item(found) if found else None
             if found:
                 note_refresh([found], gop.refresh_ttl, lambda d: d["_id"])
-    local_reads: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    first_answers: dict[int, Any] = {}  # search position -> its local candidates or its first Atlas page
     for s in searches:
         if s.op.limit == 0:
             results[s.pos] = []
@@ -272,8 +255,10 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             docs = answers.pop()
             results[s.pos] = [doc_to_search_item(d) for d in docs]
             note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
-        elif not use_atlas:
-            local_reads[s.pos] = (answers.pop(), answers.pop())
+        elif use_atlas:
+            first_answers[s.pos] = answers.pop()
+        else:
+            first_answers[s.pos] = (answers.pop(), answers.pop())
     for pos, lop in listings:
         results[pos] = _namespaces_result(answers.pop(), lop)
     stored: dict[str, dict[str, str]] = {}  # item id -> {field: text_hash} of its stored vectors
@@ -281,7 +266,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         for doc in answers.pop():
             stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
 
-    # ---- 2. one embedding call: new texts of puts, and every query ----------------------
+    # ---- 2. one embedding call for the new texts of the puts ----------------------------
     put_texts: dict[str, dict[str, str]] = {}
     to_embed: dict[str, None] = {}
     if index is not None:
@@ -292,41 +277,15 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             for fname, text in texts.items():
                 if old.get(fname) != text_hash(fname, text):
                     to_embed.setdefault(text)
-    for s in semantic:
-        to_embed.setdefault(str(s.op.query))
-    vectors: dict[str, list[float]] = {}
-    if to_embed and index is not None:
-        texts_list = tuple(to_embed)
-        embedded = yield Embed(texts_list)
-        if len(embedded) != len(texts_list):
-            raise ValueError(
-                f"the embedder returned {len(embedded)} vectors for {len(texts_list)} texts"
-            )
-        for text, vec in zip(texts_list, embedded, strict=True):
-            if len(vec) != index.dims:
-                raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-            vectors[text] = [float(x) for x in vec]
-    for s in semantic:
-        s.query_vector = vectors[str(s.op.query)]
+    vectors = (yield from _embed(tuple(to_embed), index)) if to_embed and index is not None else {}
 
-    # ---- 3. semantic searches -------------------------------------------------------------
+    # ---- 3. semantic searches: rank, page, ask Atlas again if a page came back short ------
     for s in semantic:
-        assert index is not None and s.query_vector is not None
-        docs_scores: list[tuple[dict[str, Any], float | None]] | None = None
+        assert index is not None
         if use_atlas:
-            try:
-                docs_scores = yield from _atlas_search(s, index, ctx)
-            except Exception as exc:
-                if not is_no_search_error(exc):
-                    raise
-                logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
-                yield DisableVectorSearch(str(exc))
-                use_atlas = False
-        if docs_scores is None:
-            if s.pos not in local_reads:
-                found = yield Parallel(tuple(_local_candidate_reads(s.op, cutoff)))
-                local_reads[s.pos] = (found[0], found[1])
-            docs_scores = yield from _local_search(s, index, local_reads[s.pos], cutoff)
+            docs_scores = yield from _atlas_search(s, index, ctx, first_answers[s.pos])
+        else:
+            docs_scores = yield from _local_search(s, index, first_answers[s.pos])
         results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
         note_refresh([d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
 
@@ -386,6 +345,62 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     return results
 
 
+def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+    """One embedding call; checks the embedder's answer before anything is written."""
+    embedded = yield Embed(texts)
+    if len(embedded) != len(texts):
+        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
+    out: dict[str, list[float]] = {}
+    for text, vec in zip(texts, embedded, strict=True):
+        if len(vec) != index.dims:
+            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
+        out[text] = [float(x) for x in vec]
+    return out
+
+
+def _reads(
+    gets: list[tuple[int, GetOp]],
+    searches: list[_Search],
+    listings: list[tuple[int, ListNamespacesOp]],
+    put_list: list[_Put],
+    ctx: PlanContext,
+    use_atlas: bool,
+) -> list[Step]:
+    """Every read of a batch, in the order ``batch_plan`` consumes the answers."""
+    cutoff = ctx.expiry_cutoff
+    reads: list[Step] = []
+    if gets:
+        ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in gets))
+        filt: dict[str, Any] = {"_id": {"$in": ids}}
+        if cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
+    for s in searches:
+        if s.op.limit == 0:
+            continue
+        if not s.semantic:
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff)
+            reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
+        elif use_atlas:
+            assert ctx.index is not None
+            reads.append(Aggregate("vectors", _atlas_pipeline(s, ctx.index, ctx, _initial_k(s.op, ctx.index))))
+        else:
+            reads.extend(_local_candidate_reads(s.op, cutoff))
+    for _, lop in listings:
+        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff)
+        reads.append(Aggregate("items", pipeline, batch_size=LARGE_BATCH))
+    if ctx.index is not None and put_list:
+        reads.append(
+            Find(
+                "vectors",
+                {"item_id": {"$in": [p.id for p in put_list]}},
+                {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1},
+                batch_size=LARGE_BATCH,
+            )
+        )
+    return reads
+
+
 def _namespaces_result(docs: list[dict[str, Any]], op: ListNamespacesOp) -> list[tuple[str, ...]]:
     found = sorted({tuple(d["_id"]) for d in docs})
     end = op.offset + op.limit
@@ -428,7 +443,6 @@ def _local_search(
     s: _Search,
     index: IndexSettings,
     candidates: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-    cutoff: datetime | None,
 ) -> Plan:
     """Exact ranking: every valid vector under the prefix, best per item, then unscored items."""
     items, vecs = candidates
@@ -457,31 +471,36 @@ def _local_search(
     return [(docs[iid], score) for iid, score in page if iid in docs]
 
 
-def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext) -> Plan:
-    """``$vectorSearch`` pages; asks again with more candidates when a page comes back short."""
-    op = s.op
+def _initial_k(op: SearchOp, index: IndexSettings) -> int:
+    """Vectors to ask for: enough for the page when items have a few vectors each."""
+    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
+
+
+def _atlas_pipeline(s: _Search, index: IndexSettings, ctx: PlanContext, k: int) -> list[dict[str, Any]]:
     assert s.query_vector is not None
-    pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
-    wanted = op.offset + op.limit
-    fanout = max(2, len(index.fields))
-    k = min(MAX_CANDIDATES, max(wanted * fanout, 10))
-    cutoff = ctx.expiry_cutoff
+    pre, post = q.vector_prefilter(s.op.namespace_prefix, s.op.filter, index.filter_fields)
+    return q.vector_search_pipeline(
+        index_name=index.index_name,
+        query_vector=s.query_vector,
+        num_candidates=min(MAX_CANDIDATES, max(k * index.candidate_factor, 100)),
+        k=k,
+        pre_filter=pre,
+        post_filter=post,
+        items_collection=ctx.items_name,
+        similarity=index.similarity,
+        offset=s.op.offset,
+        limit=s.op.limit,
+        now=ctx.expiry_cutoff,
+    )
+
+
+def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: list[dict[str, Any]]) -> Plan:
+    """Read a ``$vectorSearch`` page (the first one came with the batch's reads); when a
+    page comes back short while more candidates exist, ask again with four times more."""
+    op = s.op
+    k = _initial_k(op, index)
+    out = first
     while True:
-        num_candidates = min(MAX_CANDIDATES, max(k * index.candidate_factor, 100))
-        pipeline = q.vector_search_pipeline(
-            index_name=index.index_name,
-            query_vector=s.query_vector,
-            num_candidates=num_candidates,
-            k=k,
-            pre_filter=pre,
-            post_filter=post,
-            items_collection=ctx.items_name,
-            similarity=index.similarity,
-            offset=op.offset,
-            limit=op.limit,
-            now=cutoff,
-        )
-        out = yield Aggregate("vectors", pipeline)
         facet = out[0] if out else {"hits": [], "scored": [], "page": []}
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
@@ -490,12 +509,13 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext) -> Plan:
         if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
             break
         k = min(MAX_CANDIDATES, k * 4)
+        out = yield Aggregate("vectors", _atlas_pipeline(s, index, ctx, k))
     if len(page) < op.limit and exhausted:
         # Every scored item was seen: fill the page with items that have no vectors
         # (index=False, no indexed field), newest first, as InMemoryStore does.
         skip = max(0, op.offset - scored)
         docs = yield Find(
-            "items", _unscored_filter(op, cutoff), ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - len(page)
+            "items", _unscored_filter(op, ctx.expiry_cutoff), ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - len(page)
         )
         page.extend((d, None) for d in docs)
     return page

@@ -44,6 +44,7 @@ class Find:
     sort: list[tuple[str, int]] | None = None
     skip: int = 0
     limit: int = 0
+    batch_size: int = 0  # 0: the driver's default (101 documents in the first batch)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Aggregate:
 
     role: Role
     pipeline: list[dict[str, Any]]
+    batch_size: int = 0
 
 
 @dataclass(frozen=True)

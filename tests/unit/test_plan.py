@@ -91,7 +91,7 @@ def test_n_gets_are_one_find_with_in() -> None:
     get_filter = {"_id": {"$in": ids}}
     docs = [doc(("a",), "k1", {"v": 1}), doc(("a", "b"), "k2", {"v": 2})]
     steps, results = drive(ops, canned({repr(get_filter): docs}))
-    assert steps == [Parallel((Find("items", get_filter, {**ITEM_PROJECTION, "_id": 1}),))]
+    assert steps == [Parallel((Find("items", get_filter, {**ITEM_PROJECTION, "_id": 1}, batch_size=3),))]
     assert [r.value if r else None for r in results] == [{"v": 1}, {"v": 2}, {"v": 1}, None]
     assert isinstance(results[0], Item)
     assert results[0].namespace == ("a",) and results[0].created_at == EARLIER
@@ -99,7 +99,9 @@ def test_n_gets_are_one_find_with_in() -> None:
 
 def test_get_key_is_str_coerced() -> None:
     steps, _ = drive([GetOp(("a",), 123)], canned())  # type: ignore[arg-type]
-    assert steps[0] == Parallel((Find("items", {"_id": {"$in": ["a.\x00123"]}}, {**ITEM_PROJECTION, "_id": 1}),))
+    assert steps[0] == Parallel(
+        (Find("items", {"_id": {"$in": ["a.\x00123"]}}, {**ITEM_PROJECTION, "_id": 1}, batch_size=1),)
+    )
 
 
 def test_gets_hide_expired_with_omit_expired() -> None:
@@ -165,10 +167,14 @@ def test_all_reads_are_one_parallel_step() -> None:
     assert steps == [
         Parallel(
             (
-                Find("items", {"_id": {"$in": ["a.\x00k1", "a.\x00k2"]}}, {**ITEM_PROJECTION, "_id": 1}),
+                Find("items", {"_id": {"$in": ["a.\x00k1", "a.\x00k2"]}}, {**ITEM_PROJECTION, "_id": 1}, batch_size=2),
                 Find("items", q.search_filter(("a",), {"c": "red"}, None), ITEM_PROJECTION, q.ITEM_SORT, 2, 3),
                 Find("items", q.search_filter(("b",), None, None), ITEM_PROJECTION, q.ITEM_SORT, 0, 10),
-                Aggregate("items", q.list_namespaces_pipeline((MatchCondition("prefix", ("a",)),), 2, None)),
+                Aggregate(
+                    "items",
+                    q.list_namespaces_pipeline((MatchCondition("prefix", ("a",)),), 2, None),
+                    batch_size=100_000,
+                ),
             )
         )
     ]
@@ -205,7 +211,8 @@ def test_list_namespaces_sorts_dedups_and_pages_namespaces() -> None:
     pipeline = q.list_namespaces_pipeline(None, None, None)
     docs = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}, {"_id": ["c"]}]
     steps, results = drive([op], canned({repr(pipeline): docs}))
-    assert steps == [Parallel((Aggregate("items", pipeline),))]
+    # every distinct namespace is needed (sorted client-side): one batch, no getMore
+    assert steps == [Parallel((Aggregate("items", pipeline, batch_size=100_000),))]
     assert results == [[("a", "x"), ("b",)]]
 
 
@@ -302,3 +309,45 @@ def test_validation_errors_come_before_any_step(bad_op: Any, error: type[Excepti
     plan = batch_plan(ops, ctx())
     with pytest.raises(error):
         next(plan)  # raised before the first step: nothing was read or written
+
+
+# --------------------------------------------------------------------------- semantic batches
+
+
+def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
+    """1 search + 3 puts + 2 gets: query embedding, one parallel read (the $vectorSearch
+    among the gets and the stored-hash read), one embedding of new texts, one write."""
+    from mongostore._steps import Capabilities, Embed, Probe
+    from mongostore.config import index_settings
+    from mongostore.embeddings import HashingEmbeddings
+
+    index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+    context = PlanContext("memories", index, None, NOW)
+    ops = [
+        SearchOp(("u",), query="pizza"),
+        PutOp(("u",), "a", {"text": "I like pizza"}),
+        PutOp(("u",), "b", {"text": "I like pasta"}),
+        PutOp(("u",), "c", {"text": "I like sushi"}),
+        GetOp(("u",), "a"),
+        GetOp(("u",), "z"),
+    ]
+    base = canned()
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, Probe):
+            return Capabilities("8.0", fake=False, vector_search=True, client_bulk_write=True)
+        if isinstance(step, Embed):
+            return HashingEmbeddings(8).embed_documents(list(step.texts))
+        return base(step)
+
+    steps, results = drive(ops, answer, context)
+    kinds = [type(s).__name__ for s in steps]
+    assert kinds == ["Probe", "Embed", "Parallel", "Embed", "Find", "Write"]
+    assert steps[1] == Embed(("pizza",))  # the queries, in one call, before the reads
+    parallel = steps[2]
+    assert isinstance(parallel, Parallel)
+    assert [type(s).__name__ for s in parallel.steps] == ["Find", "Aggregate", "Find"]
+    assert "$vectorSearch" in parallel.steps[1].pipeline[0]  # type: ignore[union-attr]
+    assert steps[3] == Embed(("I like pizza", "I like pasta", "I like sushi"))
+    # the Find after it fills a page the (empty) vector search left short with unvectored items
+    assert results[0] == [] and results[4] is None
