@@ -12,6 +12,7 @@ anything, so ``_id`` separates path and key with NUL, which no path contains.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ ITEM_PROJECTION = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_path(namespace: tuple[str, ...]) -> str:
     """``("users", "alice")`` -> ``"users.alice."``; ``()`` -> ``""`` (the whole store)."""
     return "".join(label + "." for label in namespace)

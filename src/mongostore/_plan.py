@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from langgraph.store.base import (
     GetOp,
     Item,
@@ -159,10 +160,10 @@ class _Put:
     value: dict[str, Any] | None  # None = delete
     index: list[str] | bool | None
     ttl: float | None
+    id: str = ""
 
-    @property
-    def id(self) -> str:
-        return item_id(self.namespace, self.key)
+    def __post_init__(self) -> None:
+        self.id = item_id(self.namespace, self.key)
 
 
 @dataclass
@@ -354,7 +355,7 @@ def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     for text, vec in zip(texts, embedded, strict=True):
         if len(vec) != index.dims:
             raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-        out[text] = [float(x) for x in vec]
+        out[text] = np.asarray(vec, dtype=np.float64).tolist()  # plain floats for BSON, numpy or not
     return out
 
 

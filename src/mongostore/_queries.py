@@ -484,7 +484,7 @@ def put_vector_request(
         "field": field_name,
         "text_hash": hash_,
         "ns_prefixes": ancestor_paths(namespace),
-        "embedding": [float(x) for x in embedding],
+        "embedding": list(embedding),
         "updated_at": now,
     }
     if value_fields:
