@@ -12,6 +12,7 @@ decide (e.g. fall back to local ranking when ``$vectorSearch`` is unsupported).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 import time
@@ -101,7 +102,8 @@ def _model(req: WriteRequest, namespace: str | None = None) -> Any:
 
 def _find_cursor(coll: Any, step: Find) -> Any:
     """``find`` is synchronous in pymongo, pymongo async and Motor alike; only iterating differs."""
-    cur = coll.find(step.filter, step.projection)
+    # A copy: mongomock reorders the projection it is given, in place.
+    cur = coll.find(step.filter, dict(step.projection) if step.projection is not None else None)
     if step.sort:
         cur = cur.sort(step.sort)
     if step.skip:
@@ -199,6 +201,7 @@ class SyncIO:
         self.embeddings = embeddings
         self.mode = mode
         self.caps: Capabilities | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     def coll(self, role: Role) -> Any:
         if role == "vectors":
@@ -206,6 +209,11 @@ class SyncIO:
                 raise RuntimeError("no vectors collection: configure index= for semantic search")
             return self.vectors
         return self.items
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="mongostore-read")
+        return self._executor
 
     def probe(self) -> Capabilities:
         if self.caps is None:
@@ -254,7 +262,10 @@ class SyncIO:
         if isinstance(step, Aggregate):
             return list(self.coll(step.role).aggregate(step.pipeline, **_aggregate_kwargs(step)))
         if isinstance(step, Parallel):
-            return [self.execute(s) for s in step.steps]
+            if len(step.steps) < 2 or is_fake(self.items):
+                return [self.execute(s) for s in step.steps]
+            # pymongo is thread-safe: independent reads overlap their round trips.
+            return list(self._pool().map(self.execute, step.steps))
         if isinstance(step, Write):
             return self.write(step)
         if isinstance(step, Embed):

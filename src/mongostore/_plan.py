@@ -449,7 +449,7 @@ def _local_search(
     items, vecs = candidates
     valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
     ids: list[str] = []
-    rows: list[list[float]] = []
+    rows: list[Any] = []
     for v in vecs:
         # A vector counts only while its item (filtered, unexpired) still lists its text hash.
         if v["text_hash"] in valid.get(v["item_id"], ()):
@@ -457,7 +457,9 @@ def _local_search(
             rows.append(v["embedding"])
     assert s.query_vector is not None
     ranked: list[tuple[str, float | None]] = list(
-        _vectors.best_per_item(ids, _vectors.similarities(s.query_vector, rows, index.similarity))
+        _vectors.best_per_item(
+            ids, _vectors.similarities(s.query_vector, _vectors.as_matrix(rows, index.dims), index.similarity)
+        )
     )
     # Items that have no vectors at all come after every scored item. An item whose
     # vectors are all stale (a write failed between them) is left out until its next

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from bson.binary import Binary, BinaryVectorDtype
 from langgraph.store.base import MatchCondition
 
 from mongostore._codec import ancestor_paths, item_id, namespace_path, vector_id
@@ -484,7 +485,10 @@ def put_vector_request(
         "field": field_name,
         "text_hash": hash_,
         "ns_prefixes": ancestor_paths(namespace),
-        "embedding": list(embedding),
+        # A packed float32 BinData vector (what Atlas indexes most compactly): a third of
+        # the size of an array of doubles, and the local path reads it without a Python
+        # float object per number.
+        "embedding": Binary.from_vector(list(embedding), BinaryVectorDtype.FLOAT32),
         "updated_at": now,
     }
     if value_fields:

@@ -9,9 +9,25 @@ same similarity, converted back by the pipeline).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+
+def as_matrix(embeddings: Sequence[Any], dims: int) -> npt.NDArray[np.float32]:
+    """Stored embeddings as one float32 matrix.
+
+    Each is a float32 BinData vector (two header bytes, then little-endian floats),
+    read straight from its bytes; arrays of numbers (older documents) are accepted too.
+    """
+    out = np.empty((len(embeddings), dims), dtype=np.float32)
+    for i, e in enumerate(embeddings):
+        if isinstance(e, (bytes, bytearray)):  # bson Binary is a bytes subclass
+            out[i] = np.frombuffer(e, dtype="<f4", offset=2)
+        else:
+            out[i] = np.asarray(e, dtype=np.float32)
+    return out
 
 
 def similarities(

@@ -349,11 +349,11 @@ def test_reindex_after_a_model_change_keeps_timestamps(run: Run, store: MongoSto
     changed = make(new_model, collection=store.collection)
     assert changed.vectors_collection is not None
     # The old 64-dim vectors are still there: a search with the new model cannot use them.
-    assert {len(v["embedding"]) for v in changed.vectors_collection.find({})} == {64}
+    assert {len(v["embedding"].as_vector().data) for v in changed.vectors_collection.find({})} == {64}
     result = run.json("reindex", "--batch-size", "3", store=changed)
     assert result["reindexed"] == 4 and result["batches"] == 2
     assert new_model.texts_embedded == 4
-    assert {len(v["embedding"]) for v in changed.vectors_collection.find({})} == {32}
+    assert {len(v["embedding"].as_vector().data) for v in changed.vectors_collection.find({})} == {32}
     assert {d["_id"]: d["updated_at"] for d in changed.collection.find({})} == before
     hits = changed.search(("users",), query="peanuts")
     assert hits[0].key == "k2" and hits[0].score is not None and hits[0].score > 0.3

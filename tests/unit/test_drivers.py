@@ -164,3 +164,23 @@ def test_sync_driver_throws_step_errors_into_the_plan() -> None:
         return "not reached"
 
     assert run_sync(plan(), FailingIO(None, None, None)) == "handled in the plan"  # type: ignore[arg-type]
+
+
+def test_sync_driver_overlaps_parallel_reads_on_a_real_driver() -> None:
+    """Independent reads of one batch run on threads, so their round trips overlap."""
+    import threading
+
+    arrived = threading.Barrier(3, timeout=5)  # passes only if all three reads are in flight at once
+
+    class Cursor(list[Any]):
+        pass
+
+    class ThreadedCollection(StubCollection):
+        def find(self, filter: Any, projection: Any = None) -> Any:
+            arrived.wait()
+            return Cursor([filter])
+
+    client = StubClient()
+    io = SyncIO(ThreadedCollection("memories", client), None, None)  # type: ignore[arg-type]
+    answers = io.execute(Parallel(tuple(Find("items", {"n": i}) for i in range(3))))
+    assert answers == [[{"n": 0}], [{"n": 1}], [{"n": 2}]]
