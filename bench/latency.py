@@ -1,0 +1,158 @@
+"""2. Modelled latency: the workloads with a fixed delay per round trip (1 ms and 5 ms).
+
+Each workload's recorded answers are replayed by a collection double that answers
+instantly and sleeps ``delay`` per round trip (``time.sleep`` for sync calls,
+``await asyncio.sleep`` for async ones, getMores included), so wall time is the
+client's own work plus the network and server time the delay stands for, as to an
+Atlas cluster in the same region. Nothing of mongomock's speed is in these numbers.
+
+Ours: ``MongoStore`` (sync) and ``AsyncMongoStore`` (native asyncio, concurrent calls
+coalesced into one batch). Theirs: ``MongoDBStore``; its async API runs the sync
+store in the event loop's default thread pool (``min(32, cores + 4)`` threads).
+
+With ``MONGODB_URI`` set, nothing is modelled: the workloads run against that server
+and the wall times of direct runs are reported.
+
+    python bench/latency.py [--quick]
+    MONGODB_URI=mongodb://localhost:27017/?directConnection=true python bench/latency.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+
+from _common import Row, apaired_medians, machine, paired_medians, real_server, save, table
+from _workloads import Recording, Replayer, default_layout, find, record_all, workloads
+
+SYNC = ["get100", "put100", "put100_idx", "search_page", "list_ns", "semantic", "agent_step", "agent_step_batch"]
+ASYNC = ["get100", "put100_idx", "search_page", "semantic", "agent_step", "agents20", "agents50"]
+DELAYS = (0.001, 0.005)
+
+
+def _pair(recs: Sequence[Recording], mode: str, name: str) -> tuple[Recording, Recording] | None:
+    o, t = find(recs, "ours", mode, name), find(recs, "theirs", mode, name)
+    return (o, t) if o is not None and t is not None else None
+
+
+def sync_rows(recs: Sequence[Recording], delays: Sequence[float], repeats: int) -> list[Row]:
+    out: list[Row] = []
+    for d in delays:
+        for name in SYNC:
+            pair = _pair(recs, "sync", name)
+            if pair is None:
+                continue
+            o, t = (Replayer(r, d, keyed=True) for r in pair)
+            o.build_sync()
+            t.build_sync()
+            # one checked run: the replay must make the recorded round trips
+            notes = []
+            for rp in (o, t):
+                rp.log.reset()
+                rp.run_sync()
+                if rp.log.round_trips != rp.rec.log.round_trips:
+                    notes.append(
+                        f"{rp.rec.side} replayed {rp.log.round_trips} trips, recorded {rp.rec.log.round_trips}"
+                    )
+            med = paired_medians({"o": o.run_sync, "t": t.run_sync}, repeats, warmup=0)
+            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}"
+            out.append(
+                Row(
+                    f"latency sync, {d * 1000:.0f} ms/trip",
+                    pair[0].workload.label,
+                    med["o"] * 1000,
+                    med["t"] * 1000,
+                    "ms",
+                    "; ".join([note, *notes]),
+                )
+            )
+    return out
+
+
+async def _async_rows(recs: Sequence[Recording], delays: Sequence[float], repeats: int) -> list[Row]:
+    out: list[Row] = []
+    for d in delays:
+        for name in ASYNC:
+            pair = _pair(recs, "async", name)
+            if pair is None:
+                continue
+            o, t = (Replayer(r, d, keyed=True) for r in pair)
+            await o.build_async()
+            await t.build_async()
+            notes = []
+            for rp in (o, t):
+                rp.log.reset()
+                await rp.run_async()
+                if rp.log.round_trips != rp.rec.log.round_trips:
+                    notes.append(
+                        f"{rp.rec.side} replayed {rp.log.round_trips} trips, recorded {rp.rec.log.round_trips}"
+                    )
+            med = await apaired_medians({"o": o.run_async, "t": t.run_async}, repeats, warmup=0)
+            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}"
+            out.append(
+                Row(
+                    f"latency async, {d * 1000:.0f} ms/trip",
+                    pair[0].workload.label,
+                    med["o"] * 1000,
+                    med["t"] * 1000,
+                    "ms",
+                    "; ".join([note, *notes]),
+                )
+            )
+    return out
+
+
+def async_rows(recs: Sequence[Recording], delays: Sequence[float], repeats: int) -> list[Row]:
+    return asyncio.run(_async_rows(recs, delays, repeats))
+
+
+def rows(recs: Sequence[Recording], quick: bool = False) -> list[Row]:
+    if real_server():
+        return direct_rows(recs)
+    repeats = 3 if quick else 7
+    return sync_rows(recs, DELAYS, repeats) + async_rows(recs, DELAYS, repeats)
+
+
+def direct_repeats(quick: bool) -> int:
+    """Timed direct runs per workload on a real server (0 on mongomock: replays are used)."""
+    return (3 if quick else 7) if real_server() else 0
+
+
+def direct_rows(recs: Sequence[Recording]) -> list[Row]:
+    """Real-server mode: wall times of direct runs, no modelled delay (the network is real)."""
+    out: list[Row] = []
+    for mode, names in (("sync", SYNC), ("async", ASYNC)):
+        for name in names:
+            pair = _pair(recs, mode, name)
+            if pair is None or pair[0].wall_ms is None or pair[1].wall_ms is None:
+                continue
+            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}"
+            if pair[0].workload.writes:
+                note += "; runs after the first rewrite the same keys"
+            out.append(
+                Row(
+                    f"latency {mode}, real server", pair[0].workload.label, pair[0].wall_ms, pair[1].wall_ms, "ms", note
+                )
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    recs = record_all(default_layout, workloads(), repeats=direct_repeats(args.quick))
+    out = rows(recs, args.quick)
+    threads = min(32, (os.cpu_count() or 1) + 4)
+    print(table(out, f"Modelled latency, median ms ({machine()}; theirs' async thread pool: {threads} threads)"))
+    save("latency", out)
+    print(f"\n[{time.perf_counter() - t0:.0f}s]")
+    return out
+
+
+if __name__ == "__main__":
+    main()
