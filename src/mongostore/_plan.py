@@ -5,10 +5,10 @@ The drivers (``_drivers.run_sync`` / ``run_async``) are the only code that talks
 to MongoDB or to the embedder, so each store operation is written once here and
 runs unchanged in ``MongoStore`` and ``AsyncMongoStore``.
 
-Batch order (DESIGN.md section 5): validate everything, then all reads in one
-``Parallel`` step (so reads see the state before the batch), then one embedding
-call for every new text and every query, then semantic searches, then one
-``Write`` with TTL refreshes, vector writes and item writes.
+Batch order (DESIGN.md section 5): validate everything; embed the queries (one
+call); all reads in one ``Parallel`` step, semantic searches included (so reads
+see the state before the batch); embed the puts' new texts (one call); finish the
+semantic pages; then one ``Write`` with TTL refreshes, vector writes and item writes.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from typing import Any
 import numpy as np
 from langgraph.store.base import (
     GetOp,
-    Item,
     ListNamespacesOp,
     Op,
     PutOp,
     Result,
-    SearchItem,
     SearchOp,
     _validate_namespace,
     validate_op_namespace,
@@ -621,9 +619,7 @@ def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
 
 __all__ = [
     "NO_SEARCH_CODES",
-    "Item",
     "PlanContext",
-    "SearchItem",
     "aggregate_plan",
     "batch_plan",
     "check_op",
