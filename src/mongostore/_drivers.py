@@ -128,6 +128,12 @@ def _index_kwargs(spec: IndexSpec) -> dict[str, Any]:
     return kw
 
 
+def _client_models(items: Any, vectors: Any | None, requests: tuple[WriteRequest, ...]) -> list[Any]:
+    """Models for a client-level bulk_write: each names its collection (``db.coll``)."""
+    names = {"items": items.full_name, "vectors": vectors.full_name if vectors is not None else ""}
+    return [_model(r, names[r.role]) for r in requests]
+
+
 def _runs(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[int]]]:
     """Consecutive requests on the same collection, in order (one bulk_write each)."""
     runs: list[tuple[Role, list[int]]] = []
@@ -238,8 +244,7 @@ class SyncIO:
     def write(self, step: Write) -> WriteOutcome:
         caps = self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
         if caps is not None and caps.client_bulk_write:
-            names = {"items": self.items.full_name, "vectors": self.coll("vectors").full_name if self.vectors else ""}
-            models = [_model(r, names[r.role]) for r in step.requests]
+            models = _client_models(self.items, self.vectors, step.requests)
             try:
                 res = self.items.database.client.bulk_write(models, ordered=True)
             except ClientBulkWriteException as exc:
@@ -368,8 +373,7 @@ class AsyncIO:
     async def write(self, step: Write) -> WriteOutcome:
         caps = await self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
         if caps is not None and caps.client_bulk_write:
-            names = {"items": self.items.full_name, "vectors": self.vectors.full_name if self.vectors else ""}
-            models = [_model(r, names[r.role]) for r in step.requests]
+            models = _client_models(self.items, self.vectors, step.requests)
             try:
                 res = await self.items.database.client.bulk_write(models, ordered=True)
             except ClientBulkWriteException as exc:
