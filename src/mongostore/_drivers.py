@@ -134,34 +134,30 @@ def _client_models(items: Any, vectors: Any | None, requests: tuple[WriteRequest
     return [_model(r, names[r.role]) for r in requests]
 
 
-def _runs(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[int]]]:
-    """Consecutive requests on the same collection, in order (one bulk_write each)."""
-    runs: list[tuple[Role, list[int]]] = []
+def _by_collection(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[int]]]:
+    """Request indexes per collection, in request order: one bulk_write each.
+
+    The two bulk writes may run at once. Order between them does not matter for
+    correctness: a vector counts only while its item lists its text hash, so
+    whichever lands first, a search never returns a stale match, and the next put
+    (which compares with the stored vectors' hashes) repairs a half-done write.
+    """
+    groups: dict[Role, list[int]] = {}
     for i, req in enumerate(requests):
-        if runs and runs[-1][0] == req.role:
-            runs[-1][1].append(i)
-        else:
-            runs.append((req.role, [i]))
-    return runs
+        groups.setdefault(req.role, []).append(i)
+    return list(groups.items())
 
 
 def _bulk_errors(exc: BulkWriteError, indexes: list[int]) -> list[tuple[int, str]]:
     return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in exc.details.get("writeErrors", [])]
 
 
-def _client_bulk_errors(exc: ClientBulkWriteException, total: int) -> list[tuple[int, str]]:
-    """Per-request errors of an ordered client-level bulk write.
-
-    Ordered means the server stops at the first error: every later request was not
-    applied either, and is reported as such rather than silently dropped.
-    """
+def _client_bulk_errors(exc: ClientBulkWriteException) -> list[tuple[int, str]]:
+    """Per-request errors of an unordered client-level bulk write (every request was tried)."""
     raw: list[Any] = list(exc.write_errors or [])
-    errors = [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
-    if not errors or exc.error:  # a top-level error (e.g. network) is not a per-item rejection
+    if not raw or exc.error:  # a top-level error (e.g. network) is not a per-item rejection
         raise exc
-    first = min(i for i, _ in errors)
-    errors += [(i, f"not applied: request {first} of the same bulk write failed") for i in range(first + 1, total)]
-    return errors
+    return [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
 
 
 def _deleted(result: Any) -> int:
@@ -246,20 +242,25 @@ class SyncIO:
         if caps is not None and caps.client_bulk_write:
             models = _client_models(self.items, self.vectors, step.requests)
             try:
-                res = self.items.database.client.bulk_write(models, ordered=True)
+                res = self.items.database.client.bulk_write(models, ordered=False)
             except ClientBulkWriteException as exc:
-                return WriteOutcome(_client_bulk_errors(exc, len(models)), round_trips=1)
+                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
             return WriteOutcome([], _deleted(res), 1)
-        errors: list[tuple[int, str]] = []
-        deleted = 0
-        runs = _runs(step.requests)
-        for role, indexes in runs:
+        groups = _by_collection(step.requests)
+
+        def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
+            role, indexes = group
             try:
                 res = self.coll(role).bulk_write([_model(step.requests[i]) for i in indexes], ordered=False)
-                deleted += _deleted(res) if role == "items" else 0
             except BulkWriteError as exc:
-                errors.extend(_bulk_errors(exc, indexes))
-        return WriteOutcome(errors, deleted, len(runs))
+                return _bulk_errors(exc, indexes), 0
+            return [], _deleted(res) if role == "items" else 0
+
+        if len(groups) > 1 and not is_fake(self.items):
+            done = list(self._pool().map(bulk, groups))
+        else:
+            done = [bulk(g) for g in groups]
+        return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
 
     def execute(self, step: Step) -> Any:
         if isinstance(step, Find):
@@ -375,21 +376,22 @@ class AsyncIO:
         if caps is not None and caps.client_bulk_write:
             models = _client_models(self.items, self.vectors, step.requests)
             try:
-                res = await self.items.database.client.bulk_write(models, ordered=True)
+                res = await self.items.database.client.bulk_write(models, ordered=False)
             except ClientBulkWriteException as exc:
-                return WriteOutcome(_client_bulk_errors(exc, len(models)), round_trips=1)
+                return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
             return WriteOutcome([], _deleted(res), 1)
-        errors: list[tuple[int, str]] = []
-        deleted = 0
-        runs = _runs(step.requests)
-        # Sequential on purpose: vectors land before the items that list them.
-        for role, indexes in runs:
+        groups = _by_collection(step.requests)
+
+        async def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
+            role, indexes = group
             try:
                 res = await self.coll(role).bulk_write([_model(step.requests[i]) for i in indexes], ordered=False)
-                deleted += _deleted(res) if role == "items" else 0
             except BulkWriteError as exc:
-                errors.extend(_bulk_errors(exc, indexes))
-        return WriteOutcome(errors, deleted, len(runs))
+                return _bulk_errors(exc, indexes), 0
+            return [], _deleted(res) if role == "items" else 0
+
+        done = await asyncio.gather(*(bulk(g) for g in groups))
+        return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
 
     async def execute(self, step: Step) -> Any:
         if isinstance(step, Find):

@@ -68,9 +68,9 @@ class Count:
 class Write:
     """One bulk write of requests on either collection -> ``WriteOutcome``.
 
-    Requests run in the order given: the plans put vector writes before item
-    writes. On MongoDB 8.0+ the driver sends them in one client-level
-    ``bulk_write``; elsewhere one ``bulk_write`` per collection, in that order.
+    On MongoDB 8.0+ the driver sends them in one unordered client-level
+    ``bulk_write``; elsewhere one unordered ``bulk_write`` per collection, the two
+    at once. Requests of one collection keep their order within its bulk write.
     """
 
     requests: tuple[WriteRequest, ...]

@@ -164,3 +164,37 @@ async def test_async_store_on_the_atlas_double() -> None:
     assert got[0].key == "k3"
     assert coll.atlas.vector_search_calls == 1
     assert (await store.status())["search_path"] == "atlas"
+
+
+@pytest.mark.parametrize("path", ["atlas", "local"])
+def test_failed_vector_write_leaves_no_stale_match_and_next_put_re_embeds(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order (the two bulk writes run at once on a real driver): the item
+    lands with its new text, its new vector does not."""
+    from mongostore._steps import Write
+
+    e = emb()
+    coll = atlas_collection() if path == "atlas" else in_memory_collection()
+    store = MongoStore(coll, index=text_index(e, ["text"]))
+    store.setup()
+    store.put(("a",), "k", {"text": "pizza"})
+    io = store._io
+    real_write = io.write
+
+    def items_only_then_fail(step: Write) -> Any:
+        real_write(Write(tuple(r for r in step.requests if r.role == "items")))
+        raise ConnectionError("the vector write was lost")
+
+    monkeypatch.setattr(io, "write", items_only_then_fail)
+    with pytest.raises(ConnectionError):
+        store.put(("a",), "k", {"text": "sushi"})
+    monkeypatch.setattr(io, "write", real_write)
+    assert store.get(("a",), "k").value == {"text": "sushi"}  # type: ignore[union-attr]
+    # the old "pizza" vector no longer matches the item: never a stale match
+    assert [r.key for r in store.search(("a",), query="pizza") if r.score is not None] == []
+    e.reset_counters()
+    store.put(("a",), "k", {"text": "sushi"})
+    assert (e.calls, e.texts_embedded) == (1, 1)  # the missing vector is embedded again
+    top = store.search(("a",), query="sushi")[0]
+    assert top.key == "k" and top.score == pytest.approx(1.0)

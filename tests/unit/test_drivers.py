@@ -68,18 +68,18 @@ def io_with(client: StubClient, client_bulk: bool, items_error: Exception | None
     return io
 
 
-def test_client_level_bulk_write_sends_both_collections_in_one_ordered_call() -> None:
+def test_client_level_bulk_write_sends_both_collections_in_one_unordered_call() -> None:
     client = StubClient()
     io = io_with(client, client_bulk=True)
     outcome = io.execute(Write(requests()))
     assert outcome.round_trips == 1 and outcome.errors == []
     [(models, ordered)] = client.calls
-    assert ordered is True
+    assert ordered is False  # every request is tried; each failure is reported on its own
     assert [m._namespace for m in models] == ["db.memories_vectors", "db.memories", "db.memories"]
     assert isinstance(models[0], UpdateOne) and isinstance(models[2], DeleteOne)
 
 
-def test_without_client_bulk_write_one_bulk_write_per_collection_vectors_first() -> None:
+def test_without_client_bulk_write_one_bulk_write_per_collection() -> None:
     client = StubClient()
     io = io_with(client, client_bulk=False)
     outcome = io.execute(Write(requests()))
@@ -89,11 +89,33 @@ def test_without_client_bulk_write_one_bulk_write_per_collection_vectors_first()
     assert outcome.round_trips == 2 and outcome.deleted == 1
 
 
-def test_ordered_client_bulk_error_reports_the_failed_and_the_skipped_requests() -> None:
-    exc = ClientBulkWriteException({"writeErrors": [{"idx": 1, "code": 2, "errmsg": "boom"}], "error": None}, False)
+def test_the_two_bulk_writes_run_at_once_on_a_real_driver() -> None:
+    import threading
+
+    both = threading.Barrier(2, timeout=5)  # passes only if both bulk writes are in flight together
+
+    class Concurrent(StubCollection):
+        def bulk_write(self, models: list[Any], ordered: bool = True) -> Any:
+            both.wait()
+            return super().bulk_write(models, ordered)
+
+    client = StubClient()
+    io = SyncIO(Concurrent("memories", client), Concurrent("memories_vectors", client), None)  # type: ignore[arg-type]
+    io.caps = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
+    assert io.execute(Write(requests())).errors == []
+
+
+def test_client_bulk_errors_are_reported_per_request() -> None:
+    exc = ClientBulkWriteException(
+        {
+            "writeErrors": [{"idx": 1, "code": 2, "errmsg": "boom"}, {"idx": 2, "code": 2, "errmsg": "bang"}],
+            "error": None,
+        },
+        False,
+    )
     io = io_with(StubClient(exc), client_bulk=True)
     outcome = io.execute(Write(requests()))
-    assert outcome.errors == [(1, "boom"), (2, "not applied: request 1 of the same bulk write failed")]
+    assert outcome.errors == [(1, "boom"), (2, "bang")]
 
 
 def test_client_bulk_top_level_error_is_raised_not_swallowed() -> None:
