@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 from langchain_core.embeddings import Embeddings
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
+from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid
 from pymongo.operations import SearchIndexModel
 
 from mongostore._mongomock import is_fake
-from mongostore._plan import NO_SEARCH_CODES, Plan
+from mongostore._plan import Plan, probe_plan
 from mongostore._queries import IndexSpec, Role, WriteRequest
 from mongostore._steps import (
     Aggregate,
@@ -42,6 +42,7 @@ from mongostore._steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
+    ServerCommand,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -52,8 +53,6 @@ from mongostore.config import VectorSearchMode
 
 T = TypeVar("T")
 
-# MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
-CLIENT_BULK_WRITE_WIRE_VERSION = 25
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
@@ -164,27 +163,6 @@ def _deleted(result: Any) -> int:
     return int(getattr(result, "deleted_count", 0) or 0)
 
 
-def _caps_from(
-    fake: bool, version: str, wire: int, has_client_bulk: bool, search: tuple[bool, str], mode: VectorSearchMode
-) -> Capabilities:
-    vector_search = {"atlas": True, "local": False}.get(mode, search[0])
-    return Capabilities(
-        server_version=version,
-        fake=fake,
-        vector_search=vector_search,
-        client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
-        detail=search[1] if mode == "auto" else f"vector_search={mode!r} set in index config",
-    )
-
-
-def _search_probe_error(exc: Exception) -> tuple[bool, str]:
-    if isinstance(exc, OperationFailure) and exc.code in NO_SEARCH_CODES:
-        return False, f"server has no Atlas Search (code {exc.code})"
-    if isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
-        return False, "this backend has no search index commands"
-    raise exc
-
-
 # --------------------------------------------------------------------------- sync
 
 
@@ -219,22 +197,11 @@ class SyncIO:
 
     def probe(self) -> Capabilities:
         if self.caps is None:
-            fake = is_fake(self.items)
-            version, wire = "mongomock (in-memory, for development)", 0
-            if not fake:
-                info = self.items.database.command("buildInfo")
-                version = str(info.get("version", "?"))
-                wire = int(self.items.database.command("hello").get("maxWireVersion", 0))
-            search: tuple[bool, str] = (False, "no index configured")
-            if self.vectors is not None and self.mode == "auto":
-                try:
-                    list(self.vectors.list_search_indexes())
-                    search = (True, "list_search_indexes answered")
-                except Exception as exc:
-                    search = _search_probe_error(exc)
-            client = self.items.database.client
-            has_bulk = callable(getattr(client, "bulk_write", None))
-            self.caps = _caps_from(fake, version, wire, has_bulk, search, self.mode)
+            has_bulk = callable(getattr(self.items.database.client, "bulk_write", None))
+            plan = probe_plan(
+                fake=is_fake(self.items), has_vectors=self.vectors is not None, mode=self.mode, has_client_bulk=has_bulk
+            )
+            self.caps = run_sync(plan, self)
         return self.caps
 
     def write(self, step: Write) -> WriteOutcome:
@@ -281,6 +248,8 @@ class SyncIO:
             return self.coll(step.role).count_documents(step.filter)
         if isinstance(step, Probe):
             return self.probe()
+        if isinstance(step, ServerCommand):
+            return self.items.database.command(step.name)
         if isinstance(step, DisableVectorSearch):
             caps = self.probe()
             self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)
@@ -350,25 +319,14 @@ class AsyncIO:
             self._probe_lock = asyncio.Lock()
         async with self._probe_lock:
             if self.caps is None:
-                fake = is_fake(self.items)
-                version, wire = "mongomock (in-memory, for development)", 0
-                if not fake:
-                    info = await self.items.database.command("buildInfo")
-                    version = str(info.get("version", "?"))
-                    wire = int((await self.items.database.command("hello")).get("maxWireVersion", 0))
-                search: tuple[bool, str] = (False, "no index configured")
-                if self.vectors is not None and self.mode == "auto":
-                    try:
-                        await _to_list(self.vectors.list_search_indexes())
-                        search = (True, "list_search_indexes answered")
-                    except Exception as exc:
-                        search = _search_probe_error(exc)
                 client = self.items.database.client
                 # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
                 has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
                     "motor"
                 )
-                self.caps = _caps_from(fake, version, wire, has_bulk, search, self.mode)
+                fake, has_vectors = is_fake(self.items), self.vectors is not None
+                plan = probe_plan(fake=fake, has_vectors=has_vectors, mode=self.mode, has_client_bulk=has_bulk)
+                self.caps = await run_async(plan, self)
         return self.caps
 
     async def write(self, step: Write) -> WriteOutcome:
@@ -409,6 +367,8 @@ class AsyncIO:
             return await self.coll(step.role).count_documents(step.filter)
         if isinstance(step, Probe):
             return await self.probe()
+        if isinstance(step, ServerCommand):
+            return await self.items.database.command(step.name)
         if isinstance(step, DisableVectorSearch):
             caps = await self.probe()
             self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)

@@ -58,13 +58,14 @@ from mongostore._steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
+    ServerCommand,
     Sleep,
     Step,
     UpdateSearchIndex,
     Write,
     WriteOutcome,
 )
-from mongostore.config import IndexSettings, TTLSettings
+from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode
 from mongostore.errors import InvalidFilterError, VectorIndexError, WriteError
 
 logger = logging.getLogger("mongostore")
@@ -522,6 +523,48 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: lis
     return page
 
 
+# --------------------------------------------------------------------------- capabilities
+
+# MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
+CLIENT_BULK_WRITE_WIRE_VERSION = 25
+FAKE_SERVER = "mongomock (in-memory, for development)"
+
+
+def _search_probe_answer(exc: Exception) -> tuple[bool, str]:
+    if isinstance(exc, OperationFailure) and exc.code in NO_SEARCH_CODES:
+        return False, f"server has no Atlas Search (code {exc.code})"
+    if isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
+        return False, "this backend has no search index commands"
+    raise exc
+
+
+def probe_plan(*, fake: bool, has_vectors: bool, mode: VectorSearchMode, has_client_bulk: bool) -> Plan:
+    """What the server can do: its version, client-level bulk_write, ``$vectorSearch``.
+
+    Run once per store by its driver. ``mode`` ``atlas``/``local`` (index config)
+    overrides what the server says about search.
+    """
+    version, wire = FAKE_SERVER, 0
+    if not fake:  # mongomock answers no server commands
+        info = yield ServerCommand("buildInfo")
+        version = str(info.get("version", "?"))
+        wire = int((yield ServerCommand("hello")).get("maxWireVersion", 0))
+    search = (False, "no index configured")
+    if has_vectors and mode == "auto":
+        try:
+            yield ListSearchIndexes("vectors")
+            search = (True, "list_search_indexes answered")
+        except Exception as exc:
+            search = _search_probe_answer(exc)
+    return Capabilities(
+        server_version=version,
+        fake=fake,
+        vector_search={"atlas": True, "local": False}.get(mode, search[0]),
+        client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
+        detail=search[1] if mode == "auto" else f"vector_search={mode!r} set in index config",
+    )
+
+
 # --------------------------------------------------------------------------- setup, sweep, status
 
 
@@ -624,6 +667,7 @@ __all__ = [
     "batch_plan",
     "check_op",
     "is_no_search_error",
+    "probe_plan",
     "setup_plan",
     "status_plan",
     "sweep_plan",

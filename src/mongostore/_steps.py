@@ -26,6 +26,7 @@ __all__ = [
     "ListSearchIndexes",
     "Parallel",
     "Probe",
+    "ServerCommand",
     "Sleep",
     "Step",
     "UpdateSearchIndex",
@@ -112,6 +113,13 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class ServerCommand:
+    """``database.command(name)`` (``buildInfo``, ``hello``) -> the reply document."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class DisableVectorSearch:
     """Remember that ``$vectorSearch`` failed as unsupported; later searches rank locally."""
 
@@ -171,6 +179,7 @@ Step = (
     | Embed
     | Parallel
     | Probe
+    | ServerCommand
     | DisableVectorSearch
     | CreateIndexes
     | ListIndexes

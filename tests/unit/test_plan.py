@@ -351,3 +351,62 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
     assert steps[3] == Embed(("I like pizza", "I like pasta", "I like sushi"))
     # the Find after it fills a page the (empty) vector search left short with unvectored items
     assert results[0] == [] and results[4] is None
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+def run_probe(answers: dict[str, Any], **kw: Any) -> tuple[list[Step], Any]:
+    """Drive probe_plan: answers by step type name; an exception instance is thrown in."""
+    from mongostore._plan import probe_plan
+
+    plan = probe_plan(**kw)
+    steps: list[Step] = []
+    try:
+        step = next(plan)
+        while True:
+            steps.append(step)
+            key = getattr(step, "name", None) if type(step).__name__ == "ServerCommand" else type(step).__name__
+            answer = answers[str(key)]
+            step = plan.throw(answer) if isinstance(answer, Exception) else plan.send(answer)
+    except StopIteration as stop:
+        return steps, stop.value
+
+
+def test_probe_an_atlas_8_server() -> None:
+    answers = {"buildInfo": {"version": "8.0.4"}, "hello": {"maxWireVersion": 25}, "ListSearchIndexes": []}
+    steps, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+    assert [type(s).__name__ for s in steps] == ["ServerCommand", "ServerCommand", "ListSearchIndexes"]
+    assert (caps.server_version, caps.vector_search, caps.client_bulk_write) == ("8.0.4", True, True)
+
+
+@pytest.mark.parametrize("code", [31082, 6047401, 115, 59, 40324])
+def test_probe_a_server_without_search(code: int) -> None:
+    from pymongo.errors import OperationFailure
+
+    answers = {
+        "buildInfo": {"version": "7.0.12"},
+        "hello": {"maxWireVersion": 21},
+        "ListSearchIndexes": OperationFailure("no search", code=code),
+    }
+    _, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+    assert (caps.vector_search, caps.client_bulk_write) == (False, False)  # wire 21 < 25: no client bulk_write
+    assert str(code) in caps.detail
+
+
+def test_probe_lets_other_errors_through() -> None:
+    from pymongo.errors import OperationFailure
+
+    answers = {"buildInfo": {}, "hello": {}, "ListSearchIndexes": OperationFailure("unauthorized", code=13)}
+    with pytest.raises(OperationFailure, match="unauthorized"):
+        run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+
+
+def test_probe_of_a_fake_or_a_forced_mode_asks_less() -> None:
+    steps, caps = run_probe(
+        {"ListSearchIndexes": TypeError("not callable")}, fake=True, has_vectors=True, mode="auto", has_client_bulk=True
+    )
+    assert [type(s).__name__ for s in steps] == ["ListSearchIndexes"]  # mongomock answers no server commands
+    assert not caps.vector_search and not caps.client_bulk_write
+    steps, caps = run_probe({}, fake=True, has_vectors=True, mode="atlas", has_client_bulk=False)
+    assert steps == [] and caps.vector_search and "set in index config" in caps.detail
