@@ -285,3 +285,13 @@ async def make_semantic_store(request: pytest.FixtureRequest) -> AsyncIterator[M
     yield make
     for cleanup in cleanups:
         await cleanup()
+
+
+@pytest.fixture
+def clean_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MONGODB_URI / MONGOSTORE_* from the shell: CLI and demo tests choose their store."""
+    from mongostore import server
+
+    for name in (server.ENV_URI, server.ENV_DB, server.ENV_COLLECTION, server.ENV_EMBED, server.ENV_DIMS,
+                 server.ENV_FIELDS, "MONGOSTORE_DEBUG"):
+        monkeypatch.delenv(name, raising=False)

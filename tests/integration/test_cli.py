@@ -39,18 +39,7 @@ def store() -> Iterator[MongoStore]:
     yield make()
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "MONGODB_URI",
-        "MONGOSTORE_DB",
-        "MONGOSTORE_COLLECTION",
-        "MONGOSTORE_EMBED",
-        "MONGOSTORE_DIMS",
-        "MONGOSTORE_FIELDS",
-        "MONGOSTORE_DEBUG",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_store_env")
 
 
 class Run:

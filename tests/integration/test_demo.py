@@ -29,17 +29,7 @@ REAL_URI = os.environ.get("MONGODB_URI")  # read before the autouse fixture clea
 MINILM = pytest.mark.skipif(not MiniLMEmbeddings.available(), reason="the minilm extra is not installed")
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "MONGODB_URI",
-        "MONGOSTORE_DB",
-        "MONGOSTORE_COLLECTION",
-        "MONGOSTORE_EMBED",
-        "MONGOSTORE_DIMS",
-        "MONGOSTORE_FIELDS",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_store_env")
 
 
 def demo_json(capsys: pytest.CaptureFixture[str], *argv: str, store: MongoStore | None = None) -> dict[str, Any]:
