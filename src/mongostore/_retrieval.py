@@ -328,9 +328,7 @@ def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:
     return {"$rerank": {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": num_docs, "model": model}}
 
 
-def hybrid_pipeline(
-    *, vector: dict[str, Any], text: list[dict[str, Any]], hybrid: HybridSettings
-) -> dict[str, Any]:
+def hybrid_pipeline(*, vector: dict[str, Any], text: list[dict[str, Any]], hybrid: HybridSettings) -> dict[str, Any]:
     """``$rankFusion`` of the vector ranking and the lexical ranking, with their weights."""
     return {
         "$rankFusion": {
