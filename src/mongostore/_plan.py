@@ -233,6 +233,8 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
             yield DisableVectorSearch(str(exc))
             use_atlas = False
+            if modes.uses_modes(index):
+                caps = yield Probe()  # its detail now says why (a mode may need to name it)
     answers.reverse()  # consumed in the order the reads were added
 
     refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl

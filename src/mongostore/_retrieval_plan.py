@@ -77,12 +77,12 @@ def needs_atlas(index: IndexSettings, detail: str) -> ConfigurationError | None:
     if index.auto_embed is not None:
         return ConfigurationError(
             f"automated embedding (index['embed']='atlas:{index.auto_embed.model}') needs MongoDB Atlas "
-            f"(or MongoDB 8.3+ with mongot and Voyage AI keys): this server has no $vectorSearch ({detail})"
+            f"(or MongoDB 8.3+ with mongot and Voyage AI keys); this server cannot run it ({detail})"
         )
     if index.rerank is not None:
         return ConfigurationError(
             f"reranking (index['rerank'], $rerank with {index.rerank.model}) needs MongoDB Atlas 8.3+ with "
-            f"Native Reranking enabled: this server has no $vectorSearch ({detail})"
+            f"Native Reranking enabled; this server cannot run it ({detail})"
         )
     return None
 
