@@ -337,3 +337,21 @@ def test_index_files_are_what_setup_creates(name: str, index: dict[str, Any]) ->
     created = {i["name"]: (i["type"], i["latestDefinition"]) for i in store.vectors_collection.list_search_indexes()}
     assert created[doc["name"]] == (doc["type"], doc["definition"])
     assert doc["collection"] == store.vectors_collection.name
+
+
+async def test_async_store_runs_auto_embed_and_rerank_like_the_sync_store() -> None:
+    idx = {"embed": "atlas:voyage-4", "fields": ["text"], "rerank": {"model": "rerank-2.5", "candidates": 4}}
+    sync_store = MongoStore(atlas_collection(), index=idx)
+    sync_store.setup()
+    fill(sync_store)
+    astore = AsyncMongoStore(async_atlas_collection(), index=idx)
+    await astore.setup()
+    await astore.abatch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    await astore.aput(("u", "a"), "plain", {"text": "never indexed"}, index=False)
+    got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10, offset=1))
+    assert got == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=10, offset=1))
+    assert len([s for s in got if s[1] is not None]) == 3  # 4 reranked, minus the one skipped by offset
+    local = AsyncMongoStore.in_memory(index=idx) if hasattr(AsyncMongoStore, "in_memory") else None
+    if local is not None:
+        with pytest.raises(ConfigurationError, match="automated embedding"):
+            await local.asearch(("u",), query="pizza")
