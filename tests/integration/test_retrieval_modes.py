@@ -351,7 +351,3 @@ async def test_async_store_runs_auto_embed_and_rerank_like_the_sync_store() -> N
     got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10, offset=1))
     assert got == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=10, offset=1))
     assert len([s for s in got if s[1] is not None]) == 3  # 4 reranked, minus the one skipped by offset
-    local = AsyncMongoStore.in_memory(index=idx) if hasattr(AsyncMongoStore, "in_memory") else None
-    if local is not None:
-        with pytest.raises(ConfigurationError, match="automated embedding"):
-            await local.asearch(("u",), query="pizza")
