@@ -270,7 +270,7 @@ class SyncIO:
         if isinstance(step, ListSearchIndexes):
             return list(self.coll(step.role).list_search_indexes(step.name))
         if isinstance(step, CreateSearchIndex):
-            model = SearchIndexModel(definition=step.definition, name=step.name, type="vectorSearch")
+            model = SearchIndexModel(definition=step.definition, name=step.name, type=step.type)
             return self.coll(step.role).create_search_index(model)
         if isinstance(step, UpdateSearchIndex):
             return self.coll(step.role).update_search_index(step.name, step.definition)
@@ -389,7 +389,7 @@ class AsyncIO:
         if isinstance(step, ListSearchIndexes):
             return await _to_list(self.coll(step.role).list_search_indexes(step.name))
         if isinstance(step, CreateSearchIndex):
-            model = SearchIndexModel(definition=step.definition, name=step.name, type="vectorSearch")
+            model = SearchIndexModel(definition=step.definition, name=step.name, type=step.type)
             return await self.coll(step.role).create_search_index(model)
         if isinstance(step, UpdateSearchIndex):
             return await self.coll(step.role).update_search_index(step.name, step.definition)

@@ -34,7 +34,8 @@ from langgraph.store.base import (
 from pymongo.errors import OperationFailure
 
 from mongostore import _queries as q
-from mongostore import _vectors
+from mongostore import _retrieval, _vectors
+from mongostore import _retrieval_plan as modes
 from mongostore._codec import (
     ITEM_PROJECTION,
     check_value,
@@ -49,7 +50,6 @@ from mongostore._steps import (
     Capabilities,
     Count,
     CreateIndexes,
-    CreateSearchIndex,
     DisableVectorSearch,
     Embed,
     EnsureCollection,
@@ -206,20 +206,24 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
     semantic = [s for s in searches if s.semantic and s.op.limit > 0]
     use_atlas = False
+    caps: Capabilities | None = None
     if semantic:
         assert index is not None
-        caps: Capabilities = yield Probe()
+        caps = yield Probe()
         use_atlas = caps.vector_search
-        # Queries first, in one call: their searches can then join the batch's other reads.
-        vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
-        for s in semantic:
-            s.query_vector = vectors[str(s.op.query)]
+        if modes.uses_modes(index):
+            modes.path_for(index, caps, use_atlas)  # an Atlas-only mode fails here, before any read
+        if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
+            # Queries first, in one call: their searches can then join the batch's other reads.
+            vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
+            for s in semantic:
+                s.query_vector = vectors[str(s.op.query)]
 
     # ---- 1. every read, in one parallel step -------------------------------------------
     put_list = list(puts.values())
     indexed_puts = [p for p in put_list if p.value is not None] if index is not None else []
     while True:
-        reads = _reads(gets, searches, listings, put_list, ctx, use_atlas)
+        reads = _reads(gets, searches, listings, put_list, ctx, use_atlas, caps)
         try:
             answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
             break
@@ -229,6 +233,8 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
             yield DisableVectorSearch(str(exc))
             use_atlas = False
+            if modes.uses_modes(index):
+                caps = yield Probe()  # its detail now says why (a mode may need to name it)
     answers.reverse()  # consumed in the order the reads were added
 
     refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl
@@ -255,6 +261,10 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             docs = answers.pop()
             results[s.pos] = [doc_to_search_item(d) for d in docs]
             note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+        elif modes.uses_modes(index):
+            assert index is not None and caps is not None
+            n = 1 if modes.path_for(index, caps, use_atlas) == "atlas" else 2
+            first_answers[s.pos] = [answers.pop() for _ in range(n)]
         elif use_atlas:
             first_answers[s.pos] = answers.pop()
         else:
@@ -277,12 +287,22 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             for fname, text in texts.items():
                 if old.get(fname) != text_hash(fname, text):
                     to_embed.setdefault(text)
+    if index is not None and index.auto_embed is not None:
+        to_embed = {}  # Atlas embeds the stored texts at index time
     vectors = (yield from _embed(tuple(to_embed), index)) if to_embed and index is not None else {}
 
     # ---- 3. semantic searches: rank, page, ask Atlas again if a page came back short ------
     for s in semantic:
         assert index is not None
-        if use_atlas:
+        if modes.uses_modes(index):
+            assert caps is not None
+            path = modes.path_for(index, caps, use_atlas)
+            cutoff = ctx.expiry_cutoff
+            first = first_answers[s.pos]
+            docs_scores = yield from modes.search_plan(
+                s.op, index, ctx.items_name, cutoff, s.query_vector, path, first
+            )
+        elif use_atlas:
             docs_scores = yield from _atlas_search(s, index, ctx, first_answers[s.pos])
         else:
             docs_scores = yield from _local_search(s, index, first_answers[s.pos])
@@ -320,11 +340,13 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
                 if old.get(fname) == h:
                     unchanged = True
                 else:
-                    requests.append(
-                        q.put_vector_request(
-                            p.namespace, p.key, fname, h, vectors[text], filter_values, ctx.now, p.ttl
-                        )
-                    )
+                    embedding = [] if index.auto_embed is not None else vectors[text]
+                    req = q.put_vector_request(p.namespace, p.key, fname, h, embedding, filter_values, ctx.now, p.ttl)
+                    if index.auto_embed is not None:
+                        req = _retrieval.auto_vector_request(req, text)
+                    elif index.stores_text:
+                        req = _retrieval.with_text(req, text)
+                    requests.append(req)
             if set(old) - set(texts):
                 requests.append(q.prune_vectors_request(p.namespace, p.key, list(texts)))
             if unchanged:
@@ -365,6 +387,7 @@ def _reads(
     put_list: list[_Put],
     ctx: PlanContext,
     use_atlas: bool,
+    caps: Capabilities | None = None,
 ) -> list[Step]:
     """Every read of a batch, in the order ``batch_plan`` consumes the answers."""
     cutoff = ctx.expiry_cutoff
@@ -381,6 +404,10 @@ def _reads(
         if not s.semantic:
             filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff)
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
+        elif modes.uses_modes(ctx.index):
+            assert ctx.index is not None and caps is not None
+            path = modes.path_for(ctx.index, caps, use_atlas)
+            reads.extend(modes.first_reads(s.op, ctx.index, ctx.items_name, cutoff, s.query_vector, path))
         elif use_atlas:
             assert ctx.index is not None
             reads.append(Aggregate("vectors", _atlas_pipeline(s, ctx.index, ctx, _initial_k(s.op, ctx.index))))
@@ -575,7 +602,8 @@ def _definition_matches(existing: dict[str, Any], wanted: dict[str, Any]) -> boo
             (f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"
         ]
         filters = sorted(f.get("path") for f in fields if f.get("type") == "filter")
-        return (vec, filters)
+        auto = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields if f.get("type") == "autoEmbed"]
+        return (vec, filters, auto)
 
     return key(existing) == key(wanted)
 
@@ -587,15 +615,17 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
     caps: Capabilities = yield Probe()
+    modes.setup_checks(index, caps)  # automated embedding / reranking off Atlas: a clear error now
     if not caps.vector_search:
         logger.info("no vector search on this server (%s): searches rank locally", caps.detail or caps.server_version)
         return None
-    wanted = q.vector_index_definition(index.dims, index.similarity, index.filter_fields)
+    yield from modes.text_index_plan(index, caps)
+    wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
     existing = yield ListSearchIndexes("vectors", index.index_name)
     if not existing:
         logger.info("creating vector search index %r", index.index_name)
-        yield CreateSearchIndex("vectors", index.index_name, wanted)
+        yield from modes.create_vector_index(index.index_name, wanted, index)
     elif not _definition_matches(existing[0].get("latestDefinition") or {}, wanted):
         logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
         yield UpdateSearchIndex("vectors", index.index_name, wanted)

@@ -157,6 +157,7 @@ class CreateSearchIndex:
     role: Role
     name: str
     definition: dict[str, Any]
+    type: str = "vectorSearch"  # or "search" (the hybrid mode's text index)
 
 
 @dataclass(frozen=True)

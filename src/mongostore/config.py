@@ -17,6 +17,14 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, TTLConfig, ensure_embeddings, tokenize_path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mongostore._retrieval import (
+    AutoEmbedSettings,
+    HybridSettings,
+    RerankSettings,
+    auto_embed_settings,
+    hybrid_settings,
+    rerank_settings,
+)
 from mongostore.errors import ConfigurationError
 
 __all__ = [
@@ -46,6 +54,14 @@ class MongoIndexConfig(IndexConfig, total=False):
     vector_search: ``auto`` (ask the server once), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
+    rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` of the first
+        ``candidates`` vector hits (Atlas, MongoDB 8.3+).
+    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` of
+        the vector ranking and a ``$search`` ranking of the same texts (MongoDB 8.0+; an
+        exact local fusion elsewhere).
+
+    ``embed="atlas:<voyage model>"`` asks Atlas to embed (automated embedding): the store
+    then holds no embedding model, ``dims`` is optional (256, 512, 1024 or 2048).
     """
 
     similarity: Similarity
@@ -54,12 +70,14 @@ class MongoIndexConfig(IndexConfig, total=False):
     vector_search: VectorSearchMode
     candidate_factor: int
     setup_timeout: float
+    rerank: dict[str, Any]
+    hybrid: dict[str, Any]
 
 
 class _IndexOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
-    dims: int = Field(gt=0, le=8192)
+    dims: int | None = Field(default=None, gt=0, le=8192)
     embed: Any
     fields: list[str] | None = None
     similarity: Similarity = "cosine"
@@ -68,6 +86,8 @@ class _IndexOptions(BaseModel):
     vector_search: VectorSearchMode = "auto"
     candidate_factor: int = Field(default=20, ge=1, le=10_000)
     setup_timeout: float = Field(default=120.0, gt=0)
+    rerank: Any = None
+    hybrid: Any = None
 
     @field_validator("filter_fields")
     @classmethod
@@ -91,6 +111,14 @@ class IndexSettings:
     vector_search: VectorSearchMode
     candidate_factor: int
     setup_timeout: float
+    auto_embed: AutoEmbedSettings | None = None
+    rerank: RerankSettings | None = None
+    hybrid: HybridSettings | None = None
+
+    @property
+    def stores_text(self) -> bool:
+        """Vector documents carry their text (``$search``, ``$rerank`` and autoEmbed read it)."""
+        return self.auto_embed is not None or self.rerank is not None or self.hybrid is not None
 
     def tokenized(self, fields: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
         """Each field path with its tokens, as LangGraph's ``get_text_at_path`` takes them."""
@@ -127,10 +155,18 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         raise ConfigurationError(_message(exc, "index")) from None
     if opts.embed is None:
         raise ConfigurationError("index['embed'] must be provided (Embeddings, a function or a provider string)")
-    try:
-        embeddings = ensure_embeddings(opts.embed)
-    except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
-        raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
+    modes = _modes(opts)
+    auto = modes[0]
+    embeddings: Embeddings
+    if auto is not None:
+        embeddings = AtlasEmbeddings(auto.model)
+    else:
+        if opts.dims is None:
+            raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
+        try:
+            embeddings = ensure_embeddings(opts.embed)
+        except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
+            raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
     fields = tuple(opts.fields) if opts.fields else ("$",)
     for f in fields:
         if f not in ("$", ""):
@@ -139,7 +175,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
     return IndexSettings(
-        dims=opts.dims,
+        dims=auto.dims if auto is not None else int(opts.dims or 0),
         embeddings=embeddings,
         fields=fields,
         similarity=opts.similarity,
@@ -148,7 +184,62 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         vector_search=opts.vector_search,
         candidate_factor=opts.candidate_factor,
         setup_timeout=opts.setup_timeout,
+        auto_embed=auto,
+        rerank=modes[1],
+        hybrid=modes[2],
     )
+
+
+ATLAS_EMBED_PREFIX = "atlas:"
+
+
+class AtlasEmbeddings(Embeddings):
+    """The embedder of automated embedding: Atlas embeds, so calling this is a bug.
+
+    Kept so that code written for ``IndexSettings.embeddings`` fails loudly, naming the
+    feature, instead of embedding anything on the client.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def _refuse(self) -> Any:
+        raise RuntimeError(
+            f"automated embedding (embed='atlas:{self.model}'): Atlas embeds the texts; nothing is embedded here"
+        )
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._refuse()  # type: ignore[no-any-return]
+
+
+def _auto_model(embed: Any) -> str | None:
+    """The Voyage model of ``embed="atlas:<model>"`` or of langchain-mongodb's ``AutoEmbeddings``."""
+    if isinstance(embed, str) and embed.startswith(ATLAS_EMBED_PREFIX):
+        return embed[len(ATLAS_EMBED_PREFIX) :]
+    if type(embed).__name__ in ("AutoEmbeddings", "AtlasEmbeddings") and isinstance(getattr(embed, "model", None), str):
+        return str(embed.model)
+    return None
+
+
+def _modes(opts: _IndexOptions) -> tuple[AutoEmbedSettings | None, RerankSettings | None, HybridSettings | None]:
+    """Automated embedding, reranking and hybrid settings, each checked with its own message."""
+    try:
+        model = _auto_model(opts.embed)
+        auto = auto_embed_settings(model, opts.dims) if model is not None else None
+    except ValueError as exc:
+        raise ConfigurationError(f"index['embed']: {exc}") from None
+    try:
+        rerank = rerank_settings(opts.rerank) if opts.rerank is not None else None
+    except ValueError as exc:
+        raise ConfigurationError(f"index['rerank']: {exc}") from None
+    try:
+        hybrid = hybrid_settings(opts.hybrid) if opts.hybrid not in (None, False) else None
+    except ValueError as exc:
+        raise ConfigurationError(f"index['hybrid']: {exc}") from None
+    return auto, rerank, hybrid
 
 
 class _TTLOptions(BaseModel):

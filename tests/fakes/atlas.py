@@ -291,7 +291,11 @@ class AtlasSearch:
         definition = copy.deepcopy(dict(doc["definition"]))
         if coll_name not in db.list_collection_names():
             raise _fail(f"Collection '{db.name}.{coll_name}' does not exist.", NAMESPACE_NOT_FOUND)
-        if type_ == "vectorSearch":
+        from . import atlas_native  # autoEmbed fields and search mappings (issue 14)
+
+        if atlas_native.check_definition(self, type_, definition):
+            pass
+        elif type_ == "vectorSearch":
             _check_definition(definition)
         elif type_ != "search":
             raise _fail(f"Invalid search index type {type_!r}", BAD_VALUE)
@@ -324,7 +328,9 @@ class AtlasSearch:
         if index is None:
             raise _fail(f"Search index {name} not found", INDEX_NOT_FOUND)
         latest = copy.deepcopy(dict(definition))
-        if index.type == "vectorSearch":
+        from . import atlas_native
+
+        if not atlas_native.check_definition(self, index.type, latest) and index.type == "vectorSearch":
             _check_definition(latest)
         index.latest_definition = latest
         index.version += 1
@@ -349,6 +355,11 @@ class AtlasSearch:
         """Results of a pipeline with ``$vectorSearch``, or None to let mongomock run it."""
         self.aggregate_calls += 1
         pipeline = list(pipeline)
+        from . import atlas_native  # $rankFusion, $search, $rerank, autoEmbed queries (issue 14)
+
+        native = atlas_native.aggregate(self, db, coll_name, pipeline, kwargs)
+        if native is not None:
+            return native
         for i, stage in enumerate(pipeline):
             if _mentions_vector_search(stage, top=i == 0):
                 raise _fail("$vectorSearch is only valid as the first stage in a pipeline", NOT_FIRST_STAGE)

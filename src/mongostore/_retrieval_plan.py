@@ -1,0 +1,329 @@
+"""Plans of the Atlas-native retrieval modes (automated embedding, ``$rerank``, hybrid).
+
+``_plan.batch_plan`` hands a semantic search here when its index config names one
+of the modes (``IndexSettings.auto_embed``, ``.rerank``, ``.hybrid``); ``setup_plan``
+asks here for the indexes and server checks of those modes. The builders are in
+``_retrieval``; nothing here does I/O itself, it yields steps like every plan.
+
+Which path runs:
+
+- automated embedding and reranking need Atlas (``$vectorSearch`` with ``autoEmbed``;
+  ``$rerank`` on MongoDB 8.3+): elsewhere ``setup()`` and every search raise a
+  ``ConfigurationError`` naming the feature;
+- hybrid runs ``$rankFusion`` when the server has ``$vectorSearch`` and is MongoDB
+  8.0+, and the exact local fusion of ``_retrieval.local_fusion`` otherwise, over the
+  same texts, so the same query works on every backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from langgraph.store.base import SearchOp
+from pymongo.errors import OperationFailure
+
+from mongostore import _queries as q
+from mongostore import _retrieval as r
+from mongostore import _vectors
+from mongostore._codec import ITEM_PROJECTION
+from mongostore._steps import (
+    Aggregate,
+    Capabilities,
+    CreateSearchIndex,
+    EnsureCollection,
+    Find,
+    ListSearchIndexes,
+    Sleep,
+    Step,
+    UpdateSearchIndex,
+)
+from mongostore.config import IndexSettings
+from mongostore.errors import ConfigurationError, VectorIndexError
+
+logger = logging.getLogger("mongostore")
+
+Plan = Generator[Step, Any, Any]
+Path = Literal["atlas", "local"]
+MAX_CANDIDATES = 10_000
+RANK_FUSION_VERSION = (8, 0)
+RERANK_VERSION = (8, 3)
+
+__all__ = ["first_reads", "needs_atlas", "path_for", "search_plan", "setup_checks", "uses_modes"]
+
+
+def uses_modes(index: IndexSettings | None) -> bool:
+    """Whether a semantic search of this index runs here rather than in ``_plan``."""
+    return index is not None and index.stores_text
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _at_least(caps: Capabilities, wanted: tuple[int, int]) -> bool:
+    """The fakes report no version: they say what they support by answering."""
+    found = _version(caps.server_version)
+    return caps.fake or found is None or found >= wanted
+
+
+def needs_atlas(index: IndexSettings, detail: str) -> ConfigurationError | None:
+    """The error for a mode that cannot run off Atlas, naming the feature (None: it can)."""
+    if index.auto_embed is not None:
+        return ConfigurationError(
+            f"automated embedding (index['embed']='atlas:{index.auto_embed.model}') needs MongoDB Atlas "
+            f"(or MongoDB 8.3+ with mongot and Voyage AI keys); this server cannot run it ({detail})"
+        )
+    if index.rerank is not None:
+        return ConfigurationError(
+            f"reranking (index['rerank'], $rerank with {index.rerank.model}) needs MongoDB Atlas 8.3+ with "
+            f"Native Reranking enabled; this server cannot run it ({detail})"
+        )
+    return None
+
+
+def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
+    """``atlas`` or ``local`` for a search of this index; raises for Atlas-only modes."""
+    if use_atlas:
+        if index.hybrid is not None and not _at_least(caps, RANK_FUSION_VERSION):
+            if index.auto_embed is not None or index.rerank is not None:
+                raise ConfigurationError(
+                    f"index['hybrid'] with automated embedding or reranking needs $rankFusion (MongoDB 8.0+); "
+                    f"this server is {caps.server_version}"
+                )
+            return "local"
+        return "atlas"
+    err = needs_atlas(index, caps.detail or caps.server_version)
+    if err is not None:
+        raise err
+    return "local"
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def _num_candidates(k: int, index: IndexSettings) -> int:
+    return min(MAX_CANDIDATES, max(k * index.candidate_factor, 100, k))
+
+
+def _initial_k(op: SearchOp, index: IndexSettings) -> int:
+    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
+
+
+def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, query_vector: Any, k: int) -> list[Any]:
+    """The whole Atlas pipeline of one search page in this index's mode."""
+    query = str(op.query)
+    pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    query_text = query if index.auto_embed is not None else None
+    stages: list[dict[str, Any]]
+    if index.hybrid is not None:
+        depth = index.hybrid.depth
+        vector = r.vector_stage(
+            index_name=index.index_name,
+            query_vector=query_vector,
+            query_text=query_text,
+            num_candidates=_num_candidates(depth, index),
+            k=depth,
+            pre_filter=pre,
+        )
+        ns, rest = r.split_namespace(pre)
+        text = r.text_stages(
+            index_name=index.hybrid.index_name, query=query, namespace_path=ns, pre_match=rest, depth=depth
+        )
+        stages = [r.hybrid_pipeline(vector=vector, text=text, hybrid=index.hybrid)]
+    else:
+        if index.rerank is not None:
+            k = index.rerank.candidates
+        stages = [
+            r.vector_stage(
+                index_name=index.index_name,
+                query_vector=query_vector,
+                query_text=query_text,
+                num_candidates=_num_candidates(k, index),
+                k=k,
+                pre_filter=pre,
+            )
+        ]
+    if index.rerank is not None:
+        stages.append(r.rerank_stage(query, index.rerank.model, index.rerank.candidates))
+    score = {"$meta": "vectorSearchScore"} if index.hybrid is None and index.rerank is None else {"$meta": "score"}
+    return stages + r.after_search(
+        score=score, post_filter=post, items_collection=items_name, offset=op.offset, limit=op.limit, now=cutoff
+    )
+
+
+def first_reads(
+    op: Any, index: IndexSettings, items_name: str, cutoff: Any, query_vector: Any, path: Path
+) -> list[Step]:
+    """The reads a search of this mode joins the batch with (in the order they are consumed)."""
+    if path == "atlas":
+        k = _initial_k(op, index)
+        return [Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))]
+    pre, _ = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    # The texts in scope are those the Atlas rankings see: the prefix and the
+    # pre-filterable conditions, expired or stale ones included (they are dropped after).
+    scope = dict(pre)
+    return [
+        Find(
+            "items", q.search_filter(op.namespace_prefix, op.filter, cutoff), {"_id": 1, "vectors": 1, "updated_at": 1}
+        ),
+        Find("vectors", scope, {"_id": 1, "item_id": 1, "text_hash": 1, "embedding": 1, "text": 1}),
+    ]
+
+
+# --------------------------------------------------------------------------- searches
+
+
+def _unscored_tail(op: Any, cutoff: Any, scored: int, have: int) -> Plan:
+    """Items without vectors, newest first, after every scored one (as InMemoryStore)."""
+    base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    missing = {"vectors": {"$exists": False}}
+    filt = {"$and": [base, missing]} if base else missing
+    skip = max(0, op.offset - scored)
+    docs = yield Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - have)
+    return [(d, None) for d in docs]
+
+
+def _convert(similarity: str) -> Callable[[float], float]:
+    """Atlas's normalised vectorSearchScore back to the similarity (as ``atlas_score_to_similarity``)."""
+    if similarity == "euclidean":
+        return lambda s: -float(np.sqrt(max(1.0 / s - 1.0, 0.0))) if s > 0 else float("-inf")
+    return lambda s: 2.0 * s - 1.0
+
+
+def search_plan(
+    op: Any, index: IndexSettings, items_name: str, cutoff: Any, query_vector: Any, path: Path, first: list[Any]
+) -> Plan:
+    """One search page in this mode -> ``[(item document, score)]``."""
+    if path == "local":
+        return (yield from _local_hybrid(op, index, cutoff, query_vector, first))
+    fixed = index.hybrid is not None or index.rerank is not None  # one fixed candidate set
+    convert = (lambda s: float(s)) if fixed else _convert(index.similarity)
+    k = _initial_k(op, index)
+    out = first[0]
+    while True:
+        facet = out[0] if out else {"hits": [], "scored": [], "page": []}
+        hits = facet["hits"][0]["n"] if facet["hits"] else 0
+        scored = facet["scored"][0]["n"] if facet["scored"] else 0
+        page: list[tuple[dict[str, Any], float | None]] = [(d["item"], convert(d["score"])) for d in facet["page"]]
+        exhausted = fixed or hits < k
+        if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+            break
+        k = min(MAX_CANDIDATES, k * 4)
+        out = yield Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))
+    if len(page) < op.limit and exhausted:
+        page.extend((yield from _unscored_tail(op, cutoff, scored, len(page))))
+    return page
+
+
+def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any, first: list[Any]) -> Plan:
+    """The exact local fusion: both rankings over the texts in scope, RRF, best per item."""
+    assert index.hybrid is not None and query_vector is not None
+    items, vecs = first
+    keys = [str(v["_id"]) for v in vecs]
+    matrix = _vectors.as_matrix([v["embedding"] for v in vecs], index.dims)
+    vector_scores = _vectors.similarities(query_vector, matrix, index.similarity).tolist()
+    text_scores = r.lexical_scores(str(op.query), [str(v.get("text") or "") for v in vecs])
+    fused = r.local_fusion(keys, vector_scores, text_scores, index.hybrid)
+    valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
+    best: dict[str, float] = {}
+    for key, v in zip(keys, vecs, strict=True):
+        if key in fused and v["text_hash"] in valid.get(v["item_id"], ()):
+            iid = v["item_id"]
+            best[iid] = max(best.get(iid, float("-inf")), fused[key])
+    ranked: list[tuple[str, float | None]] = [
+        (iid, score) for iid, score in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    unscored = sorted(
+        (d for d in items if not d.get("vectors")), key=lambda d: (-d["updated_at"].timestamp(), d["_id"])
+    )
+    ranked.extend((d["_id"], None) for d in unscored)
+    page = ranked[op.offset : op.offset + op.limit]
+    if not page:
+        return []
+    docs = yield Find("items", {"_id": {"$in": [iid for iid, _ in page]}}, {**ITEM_PROJECTION, "_id": 1})
+    by_id = {d["_id"]: d for d in docs}
+    return [(by_id[iid], score) for iid, score in page if iid in by_id]
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def setup_checks(index: IndexSettings, caps: Capabilities) -> None:
+    """Refuse, at ``setup()``, a mode this server cannot run (before any index is made)."""
+    if not caps.vector_search:
+        err = needs_atlas(index, caps.detail or caps.server_version)
+        if err is not None:
+            raise err
+        return
+    if index.rerank is not None and not _at_least(caps, RERANK_VERSION):
+        raise ConfigurationError(
+            f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is {caps.server_version}"
+        )
+
+
+def create_vector_index(name: str, definition: dict[str, Any], index: IndexSettings) -> Plan:
+    """``createSearchIndexes`` for the vector index, naming automated embedding when it fails."""
+    try:
+        yield CreateSearchIndex("vectors", name, definition)
+    except OperationFailure as exc:
+        if index.auto_embed is None:
+            raise
+        raise VectorIndexError(
+            f"automated embedding (autoEmbed, model {index.auto_embed.model}) is not available on this server: "
+            f"{exc}. It needs MongoDB Atlas, or MongoDB 8.3+ with mongot and Voyage AI keys"
+        ) from exc
+
+
+def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
+    """Create (or update) the hybrid mode's ``$search`` index and wait until it is READY."""
+    hybrid = index.hybrid
+    if hybrid is None:
+        return None
+    if not _at_least(caps, RANK_FUSION_VERSION):
+        logger.info("no $rankFusion before MongoDB 8.0 (%s): hybrid searches fuse locally", caps.server_version)
+        return None
+    wanted = r.text_index_definition()
+    yield EnsureCollection("vectors")
+    existing = yield ListSearchIndexes("vectors", hybrid.index_name)
+    if not existing:
+        logger.info("creating search index %r for hybrid search", hybrid.index_name)
+        yield CreateSearchIndex("vectors", hybrid.index_name, wanted, type="search")
+    elif (existing[0].get("latestDefinition") or {}) != wanted:
+        logger.info("updating search index %r (its mappings changed)", hybrid.index_name)
+        yield UpdateSearchIndex("vectors", hybrid.index_name, wanted)
+    deadline = time.monotonic() + index.setup_timeout
+    delay = 0.2
+    while True:
+        found = yield ListSearchIndexes("vectors", hybrid.index_name)
+        doc = found[0] if found else {}
+        status = doc.get("status", "MISSING")
+        if status == "READY" and doc.get("queryable") is True:
+            return None
+        if status == "FAILED":
+            raise VectorIndexError(f"search index {hybrid.index_name!r} failed: {doc.get('statusDetail') or doc}")
+        if time.monotonic() >= deadline:
+            raise VectorIndexError(
+                f"search index {hybrid.index_name!r} not READY after {index.setup_timeout:.0f}s (status {status})"
+            )
+        yield Sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+def definitions(index: IndexSettings) -> Sequence[tuple[str, str, dict[str, Any]]]:
+    """Every search index ``setup()`` creates for this config: (name, type, definition)."""
+    out = [
+        (
+            index.index_name,
+            "vectorSearch",
+            r.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed),
+        )
+    ]
+    if index.hybrid is not None:
+        out.append((index.hybrid.index_name, "search", r.text_index_definition()))
+    return out

@@ -1,0 +1,353 @@
+"""Atlas-native retrieval (issue 14): hybrid ``$rankFusion`` (and its exact local
+fallback), ``$rerank``, and automated embedding (``autoEmbed``), through LangGraph's
+``index=`` and ``search(query=...)``.
+
+The Atlas path runs the store's real pipelines through ``tests/fakes/atlas.py`` and
+``tests/fakes/atlas_native.py``; the local path runs on mongomock.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.atlas import async_atlas_collection, atlas_collection
+from fakes.atlas_native import native_state, rerank_score
+from langgraph.store.base import PutOp
+
+from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
+from mongostore import _retrieval as r
+from mongostore._mongomock import in_memory_collection
+from mongostore.embeddings import HashingEmbeddings
+
+DIMS = 64
+MEMORIES = {
+    "k1": ("alice likes pizza with olives", "food"),
+    "k2": ("bob ordered product code XK-42", "order"),
+    "k3": ("pizza night is friday", "food"),
+    "k4": ("the cat sleeps on the sofa", "pet"),
+    "k5": ("olives and cheese for the party", "food"),
+    "k6": ("code review on friday", "work"),
+}
+QUERY = "pizza XK-42 friday"
+
+
+def emb() -> HashingEmbeddings:
+    return HashingEmbeddings(DIMS)
+
+
+def cfg(embed: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"dims": DIMS, "embed": embed or emb(), "fields": ["text"], **extra}
+
+
+def fill(store: MongoStore) -> None:
+    store.batch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    store.put(("u", "a"), "plain", {"text": "never indexed"}, index=False)
+    store.put(("u", "b"), "other", {"text": "pizza XK-42 friday exactly"})  # out of scope for ("u", "a")
+
+
+def keys_scores(found: list[Any]) -> list[tuple[str, float | None]]:
+    return [(x.key, None if x.score is None else round(x.score, 9)) for x in found]
+
+
+# --------------------------------------------------------------------------- hybrid
+
+
+def test_hybrid_on_atlas_is_rank_fusion_of_both_rankings_on_the_vectors_collection() -> None:
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(hybrid={"weights": {"vector": 1.0, "text": 2.0}, "depth": 50}))
+    store.setup()
+    names = {i["name"]: i["type"] for i in store.vectors_collection.list_search_indexes()}
+    assert names == {"mongostore_vectors": "vectorSearch", "mongostore_text": "search"}
+    fill(store)
+    found = store.search(("u", "a"), query=QUERY, limit=10)
+    stages = native_state(coll.atlas).stages
+    [fusion] = [s["$rankFusion"] for s in stages if "$rankFusion" in s]
+    pipes = fusion["input"]["pipelines"]
+    assert fusion["combination"]["weights"] == {"vector": 1.0, "text": 2.0}
+    assert pipes["vector"][0]["$vectorSearch"]["filter"] == {"ns_prefixes": "u.a."}
+    assert pipes["vector"][0]["$vectorSearch"]["limit"] == 50
+    search = pipes["text"][0]["$search"]
+    assert search["compound"]["filter"] == [{"equals": {"path": "ns_prefixes", "value": "u.a."}}]
+    assert pipes["text"][-1] == {"$limit": 50}
+    # every memory with a vector is ranked (the vector ranking sees all six), then the unindexed one
+    assert [x.key for x in found][-1] == "plain" and found[-1].score is None
+    assert {x.key for x in found} == set(MEMORIES) | {"plain"}
+    scores = [x.score for x in found[:-1]]
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    # the stated meaning: sum of weight / (60 + rank); the top text ranks first lexically (weight 2)
+    assert found[0].key == "k2"
+
+
+def test_hybrid_fused_score_is_the_documented_formula() -> None:
+    e = emb()
+    coll = atlas_collection()
+    hybrid = {"weights": {"vector": 0.5, "text": 3.0}}
+    store = MongoStore(coll, index=cfg(e, hybrid=hybrid))
+    store.setup()
+    fill(store)
+    found = {x.key: x.score for x in store.search(("u", "a"), query=QUERY, limit=10)}
+    # recompute both rankings by hand from the stored texts
+    texts = {k: t for k, (t, _) in MEMORIES.items()}
+    qv = e.embed_query(QUERY)
+    from mongostore._vectors import similarities
+
+    keys = sorted(texts)
+    vec = similarities(qv, [e.embed_query(texts[k]) for k in keys], "cosine").tolist()
+    vector_rank = {k: i for i, k in enumerate(sorted(keys, key=lambda k: (-vec[keys.index(k)], k)), start=1)}
+    lex = dict(zip(keys, r.lexical_scores(QUERY, [texts[k] for k in keys]), strict=True))
+    text_rank = {k: i for i, k in enumerate(sorted((k for k in keys if lex[k] > 0), key=lambda k: -lex[k]), start=1)}
+    for k in keys:
+        want = 0.5 / (60 + vector_rank[k]) + (3.0 / (60 + text_rank[k]) if k in text_rank else 0.0)
+        assert found[k] == pytest.approx(want, rel=1e-12), k
+
+
+def test_hybrid_local_fusion_matches_the_atlas_path_exactly() -> None:
+    idx = cfg(hybrid={"weights": {"vector": 1, "text": 1}})
+    atlas = MongoStore(atlas_collection(), index=idx)
+    atlas.setup()
+    local = MongoStore(in_memory_collection(), index=idx)
+    local.setup()
+    for store in (atlas, local):
+        fill(store)
+    for kwargs in ({}, {"offset": 2, "limit": 3}, {"filter": {"kind": "food"}}, {"limit": 1, "offset": 6}):
+        a = keys_scores(atlas.search(("u", "a"), query=QUERY, **kwargs))
+        b = keys_scores(local.search(("u", "a"), query=QUERY, **kwargs))
+        assert a == b, kwargs
+    assert atlas.status()["search_path"] == "atlas" and local.status()["search_path"] == "local"
+
+
+def test_hybrid_pages_and_filters_are_exact() -> None:
+    for coll in (atlas_collection(), in_memory_collection()):
+        store = MongoStore(coll, index=cfg(hybrid={}))
+        store.setup()
+        fill(store)
+        everything = keys_scores(store.search(("u", "a"), query=QUERY, limit=20))
+        pages = [keys_scores(store.search(("u", "a"), query=QUERY, limit=2, offset=o)) for o in range(0, 8, 2)]
+        assert [x for p in pages for x in p] == everything
+        food = keys_scores(store.search(("u", "a"), query=QUERY, filter={"kind": "food"}, limit=20))
+        # a filter removes items and never changes the others' fused scores (ranks are over the scope)
+        assert food == [x for x in everything if x[0] in ("k1", "k3", "k5")]
+
+
+def test_hybrid_declared_filter_fields_scope_both_rankings() -> None:
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(hybrid={}, filter_fields=["kind"]))
+    store.setup()
+    fill(store)
+    got = store.search(("u", "a"), query=QUERY, filter={"kind": "food"}, limit=10)
+    assert {x.key for x in got} == {"k1", "k3", "k5"}
+    [fusion] = [s["$rankFusion"] for s in native_state(coll.atlas).stages if "$rankFusion" in s]
+    pipes = fusion["input"]["pipelines"]
+    assert pipes["vector"][0]["$vectorSearch"]["filter"] == {
+        "$and": [{"ns_prefixes": "u.a."}, {"value.kind": {"$eq": "food"}}]
+    }
+    assert {"$match": {"value.kind": {"$eq": "food"}}} in pipes["text"]
+    local = MongoStore(in_memory_collection(), index=cfg(hybrid={}, filter_fields=["kind"]))
+    fill(local)
+    assert keys_scores(local.search(("u", "a"), query=QUERY, filter={"kind": "food"})) == keys_scores(got)
+
+
+def test_hybrid_without_rank_fusion_on_the_server_fuses_locally(caplog: pytest.LogCaptureFixture) -> None:
+    coll = atlas_collection()
+    native_state(coll.atlas).rank_fusion_enabled = False  # a 7.x server: no $rankFusion (40324)
+    store = MongoStore(coll, index=cfg(hybrid={}))
+    store.setup()
+    fill(store)
+    reference = MongoStore(in_memory_collection(), index=cfg(hybrid={}))
+    fill(reference)
+    assert keys_scores(store.search(("u", "a"), query=QUERY)) == keys_scores(reference.search(("u", "a"), query=QUERY))
+
+
+def test_hybrid_lexical_ranking_finds_exact_terms_the_embedding_blurs() -> None:
+    store = MongoStore.in_memory(index=cfg(hybrid={"weights": {"vector": 0.0, "text": 1.0}}))
+    fill(store)
+    got = store.search(("u", "a"), query="XK-42", limit=1)
+    assert got[0].key == "k2"
+
+
+async def test_hybrid_async_store_matches_the_sync_store() -> None:
+    idx = cfg(hybrid={"weights": {"text": 2}})
+    sync_store = MongoStore(atlas_collection(), index=idx)
+    sync_store.setup()
+    fill(sync_store)
+    astore = AsyncMongoStore(async_atlas_collection(), index=idx)
+    await astore.setup()
+    await astore.abatch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    await astore.aput(("u", "a"), "plain", {"text": "never indexed"}, index=False)
+    await astore.aput(("u", "b"), "other", {"text": "pizza XK-42 friday exactly"})
+    a = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=4, offset=1))
+    assert a == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=4, offset=1))
+
+
+# --------------------------------------------------------------------------- rerank
+
+
+def test_rerank_reorders_the_vector_candidates_server_side() -> None:
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2.5-lite", "candidates": 20}))
+    store.setup()
+    fill(store)
+    found = store.search(("u", "a"), query=QUERY, limit=10)
+    [stage] = [s["$rerank"] for s in native_state(coll.atlas).stages if "$rerank" in s]
+    assert stage == {"query": {"text": QUERY}, "path": "text", "numDocsToRerank": 20, "model": "rerank-2.5-lite"}
+    [req] = coll.atlas.requests
+    assert req.limit == 20 and req.filter == {"ns_prefixes": "u.a."}
+    scored = [(x.key, x.score) for x in found if x.score is not None]
+    assert scored == sorted(scored, key=lambda kv: -kv[1])  # type: ignore[arg-type,operator]
+    for key, score in scored:  # the reranker's relevance, not a cosine
+        assert score == pytest.approx(rerank_score(QUERY, MEMORIES[key][0]))
+    assert found[-1].key == "plain" and found[-1].score is None
+    # paging and filters stay exact over the reranked candidates
+    every = keys_scores(found)
+    pages = [keys_scores(store.search(("u", "a"), query=QUERY, limit=3, offset=o)) for o in (0, 3, 6)]
+    assert [x for p in pages for x in p] == every
+    food = keys_scores(store.search(("u", "a"), query=QUERY, filter={"kind": "food"}))
+    assert food == [x for x in every if x[0] in ("k1", "k3", "k5")]
+
+
+def test_rerank_after_rank_fusion() -> None:
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(hybrid={}, rerank={"model": "rerank-2.5", "candidates": 5}))
+    store.setup()
+    fill(store)
+    found = store.search(("u", "a"), query=QUERY, limit=10)
+    names = [next(iter(s)) for s in native_state(coll.atlas).stages]
+    assert names[0] == "$rankFusion" and names[-1] == "$rerank"
+    scored = [x for x in found if x.score is not None]
+    assert len(scored) == 5  # numDocsToRerank documents come back
+    assert all(x.score == pytest.approx(rerank_score(QUERY, MEMORIES[x.key][0])) for x in scored)
+
+
+def test_rerank_needs_atlas_and_says_so() -> None:
+    store = MongoStore.in_memory(index=cfg(rerank={"model": "rerank-2.5"}))
+    with pytest.raises(ConfigurationError, match=r"reranking .*\$rerank.*Atlas"):
+        store.setup()
+    store.put(("u",), "k", {"text": "pizza"})  # writes still work (and keep the text)
+    with pytest.raises(ConfigurationError, match=r"reranking .*Atlas"):
+        store.search(("u",), query="pizza")
+    assert store.search(("u",)) != []  # a search without a query needs no reranker
+
+
+def test_rerank_on_a_server_without_it_names_the_feature() -> None:
+    coll = atlas_collection()
+    native_state(coll.atlas).rerank_enabled = False  # 8.0 answers "Unrecognized pipeline stage name"
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2"}))
+    store.setup()
+    fill(store)
+    with pytest.raises(ConfigurationError, match=r"reranking .*Unrecognized pipeline stage name: '\$rerank'"):
+        store.search(("u", "a"), query=QUERY)
+
+
+# --------------------------------------------------------------------------- automated embedding
+
+
+class Refuse(HashingEmbeddings):
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the client embedder was called")
+
+
+def test_auto_embed_writes_texts_never_embeds_and_queries_with_text() -> None:
+    coll = atlas_collection()
+    store = MongoStore(coll, index={"embed": "atlas:voyage-4-lite", "fields": ["text", "notes[*]"]})
+    store.setup()
+    [idx] = list(store.vectors_collection.list_search_indexes())
+    assert idx["latestDefinition"]["fields"][0] == {
+        "type": "autoEmbed",
+        "modality": "text",
+        "path": "text",
+        "model": "voyage-4-lite",
+        "numDimensions": 1024,
+        "similarity": "cosine",
+    }
+    store.put(("u",), "k1", {"text": "pizza with olives", "notes": ["likes cheese"]})
+    store.put(("u",), "k2", {"text": "the cat sleeps", "title": "pizza"}, index=["title"])  # per-put override
+    store.put(("u",), "k3", {"text": "pizza again"}, index=False)
+    vdocs = list(store.vectors_collection.find({}, {"_id": 0, "item_id": 1, "field": 1, "text": 1, "embedding": 1}))
+    assert sorted(d["text"] for d in vdocs) == ["likes cheese", "pizza", "pizza with olives"]
+    assert all("embedding" not in d for d in vdocs)
+    found = store.search(("u",), query="pizza olives", limit=10)
+    [stage] = [s["$vectorSearch"] for s in native_state(coll.atlas).stages if "$vectorSearch" in s]
+    assert stage["query"] == {"text": "pizza olives"} and stage["path"] == "text" and "queryVector" not in stage
+    assert [x.key for x in found][:2] == ["k1", "k2"] and found[-1].key == "k3" and found[-1].score is None
+    assert all(-1.0 <= x.score <= 1.0 for x in found if x.score is not None)  # cosine, converted back
+    store.put(("u",), "k1", {"text": "pizza with olives"}, index=False)  # index=False removes its texts
+    assert store.vectors_collection.count_documents({"item_id": {"$regex": "k1$"}}) == 0
+
+
+def test_auto_embed_accepts_langchain_mongodb_auto_embeddings_and_calls_no_embedder() -> None:
+    class AutoEmbeddings(Refuse):  # the shape of langchain_mongodb.embeddings.AutoEmbeddings
+        def __init__(self, model: str) -> None:
+            super().__init__(8)
+            self.model = model
+
+    store = MongoStore(atlas_collection(), index={"embed": AutoEmbeddings("voyage-4"), "dims": 512})
+    store.setup()
+    store.put(("u",), "k", {"text": "pizza"})
+    assert store.search(("u",), query="pizza")[0].key == "k"
+    assert store._index is not None and store._index.auto_embed == r.AutoEmbedSettings("voyage-4", 512)
+
+
+def test_auto_embed_needs_atlas_and_fails_at_setup() -> None:
+    local = MongoStore.in_memory(index={"embed": "atlas:voyage-4"})
+    with pytest.raises(ConfigurationError, match=r"automated embedding .*voyage-4.*Atlas"):
+        local.setup()
+    with pytest.raises(ConfigurationError, match=r"automated embedding"):
+        local.search(("u",), query="pizza")
+    no_search = MongoStore(atlas_collection(search_enabled=False), index={"embed": "atlas:voyage-4"})
+    with pytest.raises(ConfigurationError, match=r"automated embedding .*code 31082"):
+        no_search.setup()
+    coll = atlas_collection()
+    native_state(coll.atlas).auto_embed_enabled = False  # e.g. a deployment with no Voyage AI models
+    with pytest.raises(VectorIndexError, match=r"automated embedding \(autoEmbed, model voyage-4\) is not available"):
+        MongoStore(coll, index={"embed": "atlas:voyage-4"}).setup()
+
+
+def test_auto_embed_with_rerank_and_hybrid_on_atlas() -> None:
+    coll = atlas_collection()
+    store = MongoStore(
+        coll, index={"embed": "atlas:voyage-4", "fields": ["text"], "hybrid": {}, "rerank": {"model": "rerank-2.5"}}
+    )
+    store.setup()
+    fill(store)
+    found = store.search(("u", "a"), query=QUERY, limit=3)
+    [fusion] = [s["$rankFusion"] for s in native_state(coll.atlas).stages if "$rankFusion" in s]
+    assert fusion["input"]["pipelines"]["vector"][0]["$vectorSearch"]["query"] == {"text": QUERY}
+    assert [x.score for x in found] == sorted((x.score for x in found), reverse=True)  # type: ignore[type-var]
+
+
+# --------------------------------------------------------------------------- definitions
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("atlas-index.json", {"dims": 384, "embed": HashingEmbeddings(384)}),
+        ("atlas-index.autoembed.json", {"embed": "atlas:voyage-4-lite"}),
+        ("atlas-index.hybrid.json", {"dims": 384, "embed": HashingEmbeddings(384), "hybrid": {}}),
+    ],
+)
+def test_index_files_are_what_setup_creates(name: str, index: dict[str, Any]) -> None:
+    coll = atlas_collection(coll_name="memories")
+    store = MongoStore(coll, index=index)
+    store.setup()
+    doc = json.loads((Path(__file__).parents[2] / name).read_text())
+    created = {i["name"]: (i["type"], i["latestDefinition"]) for i in store.vectors_collection.list_search_indexes()}
+    assert created[doc["name"]] == (doc["type"], doc["definition"])
+    assert doc["collection"] == store.vectors_collection.name
+
+
+async def test_async_store_runs_auto_embed_and_rerank_like_the_sync_store() -> None:
+    idx = {"embed": "atlas:voyage-4", "fields": ["text"], "rerank": {"model": "rerank-2.5", "candidates": 4}}
+    sync_store = MongoStore(atlas_collection(), index=idx)
+    sync_store.setup()
+    fill(sync_store)
+    astore = AsyncMongoStore(async_atlas_collection(), index=idx)
+    await astore.setup()
+    await astore.abatch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    await astore.aput(("u", "a"), "plain", {"text": "never indexed"}, index=False)
+    got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10, offset=1))
+    assert got == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=10, offset=1))
+    assert len([s for s in got if s[1] is not None]) == 3  # 4 reranked, minus the one skipped by offset
