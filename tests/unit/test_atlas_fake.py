@@ -433,17 +433,21 @@ async def test_build_takes_some_polls(make: Any) -> None:
     fake = Fake(items.database[VECTORS])
     await fake.create_index()
 
-    _, page = await fake.page(pipeline())
-    assert page == []  # not queryable yet: no results
+    # mongot refuses queries before the first build is done (code 8, as mongod reports it)
+    with pytest.raises(OperationFailure, match="cannot query vector index .* while in state NOT_STARTED") as exc:
+        await fake.page(pipeline())
+    assert exc.value.code == 8
     states = [(d["status"], d["queryable"]) for _ in range(3) for d in await fake.list_indexes(INDEX)]
-    assert states == [("BUILDING", False), ("BUILDING", False), ("READY", True)]
+    assert states == [("PENDING", False), ("BUILDING", False), ("READY", True)]
     _, page = await fake.page(pipeline())
     assert len(page) == 3
 
-    # An update rebuilds; the old definition keeps answering meanwhile.
+    # An update rebuilds: BUILDING, queryable, the NEW latestDefinition; the old one answers.
     await fake.call("update_search_index", INDEX, vector_index_definition(3, "euclidean", ["kind"]))
     (doc,) = await fake.list_indexes(INDEX)
     assert (doc["status"], doc["queryable"]) == ("BUILDING", True)
+    assert doc["latestDefinition"]["fields"][0]["similarity"] == "euclidean"
+    assert doc["latestDefinitionVersion"]["version"] == 1
     _, page = await fake.page(pipeline())
     assert page[0][1] == pytest.approx(1.0)
     fake.atlas.finish_builds()
