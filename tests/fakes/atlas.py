@@ -42,8 +42,8 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import mongomock
@@ -58,10 +58,10 @@ from mongostore._mongomock import patch_mongomock
 
 __all__ = [
     "SCORE_FIELD",
+    "AsyncAtlasClient",
     "AsyncAtlasCollection",
     "AsyncAtlasDatabase",
     "AsyncListCursor",
-    "AsyncAtlasClient",
     "AtlasClient",
     "AtlasCollection",
     "AtlasDatabase",

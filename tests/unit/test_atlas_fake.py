@@ -434,7 +434,7 @@ async def test_build_takes_some_polls(make: Any) -> None:
     await fake.create_index()
 
     # mongot refuses queries before the first build is done (code 8, as mongod reports it)
-    with pytest.raises(OperationFailure, match="cannot query vector index .* while in state NOT_STARTED") as exc:
+    with pytest.raises(OperationFailure, match=r"cannot query vector index .* while in state NOT_STARTED") as exc:
         await fake.page(pipeline())
     assert exc.value.code == 8
     states = [(d["status"], d["queryable"]) for _ in range(3) for d in await fake.list_indexes(INDEX)]

@@ -27,7 +27,7 @@ class StubClient:
         self.calls: list[tuple[list[Any], bool]] = []
         self.error = error
 
-    def bulk_write(self, models: list[Any], ordered: bool = True) -> Any:
+    def bulk_write(self, models: list[Any], ordered: bool = True, verbose_results: bool = False) -> Any:
         self.calls.append((models, ordered))
         if self.error:
             raise self.error
@@ -64,7 +64,7 @@ def requests() -> tuple[WriteRequest, ...]:
 
 def io_with(client: StubClient, client_bulk: bool, items_error: Exception | None = None) -> SyncIO:
     io = SyncIO(StubCollection("memories", client, items_error), StubCollection("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
+    io.caps = io.server = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
     return io
 
 
@@ -101,7 +101,7 @@ def test_the_two_bulk_writes_run_at_once_on_a_real_driver() -> None:
 
     client = StubClient()
     io = SyncIO(Concurrent("memories", client), Concurrent("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
+    io.caps = io.server = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
     assert io.execute(Write(requests())).errors == []
 
 
