@@ -540,12 +540,16 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: lis
         facet = out[0] if out else {"hits": [], "scored": [], "page": []}
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
-        page: list[tuple[dict[str, Any], float | None]] = [(d["item"], float(d["score"])) for d in facet["page"]]
+        ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
         exhausted = hits < k
-        if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
             break
         k = min(MAX_CANDIDATES, k * 4)
         out = yield Aggregate("vectors", _atlas_pipeline(s, index, ctx, k))
+    # The $facet carried ids and scores only (its output is capped at 100 MB, the
+    # document at 16 MiB): one more round trip fetches the page's items by _id.
+    docs = yield from _fetch_items([iid for iid, _ in ranked])
+    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
     if len(page) < op.limit and exhausted:
         # Every scored item was seen: fill the page with items that have no vectors
         # (index=False, no indexed field), newest first, as InMemoryStore does.

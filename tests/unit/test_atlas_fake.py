@@ -154,7 +154,8 @@ class Fake:
         """(raw hits, [(item key, score), ...]) of one pipeline run."""
         (out,) = await self.aggregate(stages)
         hits = out["hits"][0]["n"] if out["hits"] else 0
-        return hits, [(doc["item"]["key"], doc["score"]) for doc in out["page"]]
+        # the page holds item ids and scores only; the store fetches the items afterwards
+        return hits, [(doc["_id"].rsplit("\x00", 1)[1], doc["score"]) for doc in out["page"]]
 
 
 @pytest.fixture(params=["sync", "async"])
