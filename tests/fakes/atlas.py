@@ -342,6 +342,7 @@ class AtlasSearch:
         self.list_search_indexes_calls = 0
         self.update_calls = 0
         self.requests: list[VectorSearchRequest] = []
+        self.outputs: list[dict[str, Any]] = []  # every document a $vectorSearch pipeline returned
 
     # ------------------------------------------------------------ assertions and switches
 
@@ -443,11 +444,11 @@ class AtlasSearch:
         return name
 
     def list_indexes(self, coll_name: str, name: str | None = None) -> list[dict[str, Any]]:
+        self.list_search_indexes_calls += 1  # every attempt, failed or not
         self._raise_if_set("list")
         if not self.search_enabled and self._old_server:
             return []  # before 7.1, $listSearchIndexes off Atlas "returns an empty result"
         self._check_enabled()
-        self.list_search_indexes_calls += 1
         by_name = self.indexes.get(coll_name, {})
         return [index.poll() for index in by_name.values() if name is None or index.name == name]
 
@@ -525,7 +526,9 @@ class AtlasSearch:
         with server_semantics():
             run: Any = mongomock.aggregate.process_pipeline
             docs = list(run(hits, db, rest, kwargs.get("session")))
-        return [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
+        out = [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
+        self.outputs.extend(copy.deepcopy(out))
+        return out
 
     def _vector_search(self, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
         if not isinstance(spec, Mapping):
