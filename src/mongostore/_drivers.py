@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import inspect
 import time
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid
+from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from mongostore._mongomock import is_fake
-from mongostore._plan import Plan, probe_plan
+from mongostore._plan import Plan, search_probe_plan, server_probe_plan
 from mongostore._queries import IndexSpec, Role, WriteRequest
 from mongostore._steps import (
     Aggregate,
@@ -43,6 +43,7 @@ from mongostore._steps import (
     Parallel,
     Probe,
     ServerCommand,
+    ServerInfo,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -53,6 +54,9 @@ from mongostore.config import VectorSearchMode
 
 T = TypeVar("T")
 
+# While the vector index is missing or building, ask again this often (seconds).
+RECHECK_SECONDS = 30.0
+NAMESPACE_EXISTS = 48
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
@@ -163,6 +167,40 @@ def _deleted(result: Any) -> int:
     return int(getattr(result, "deleted_count", 0) or 0)
 
 
+def _wants_item_deletions(requests: tuple[WriteRequest, ...]) -> bool:
+    return any(r.role == "items" and r.kind.startswith("delete") for r in requests)
+
+
+def _client_deleted(result: Any, requests: tuple[WriteRequest, ...]) -> int:
+    """Items deleted by a client-level bulk_write: its ``deleted_count`` sums every
+    collection, so count the item deletions from the verbose per-request results."""
+    if not _wants_item_deletions(requests):
+        return 0
+    per_request = getattr(result, "delete_results", None) or {}
+    return sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
+
+
+def _created_concurrently(exc: Exception) -> bool:
+    # pymongo raises CollectionInvalid when it sees the collection first; when another
+    # process wins the race between its check and the create, the server says 48.
+    return isinstance(exc, CollectionInvalid) or (isinstance(exc, OperationFailure) and exc.code == NAMESPACE_EXISTS)
+
+
+def _disabled(base: Capabilities, step: DisableVectorSearch) -> Capabilities:
+    return replace(
+        base,
+        vector_search=False,
+        detail=step.reason,
+        search_commands=base.search_commands if step.temporary else False,
+        index_status=step.index_status,
+        recheck=step.temporary,
+    )
+
+
+def _due(caps: Capabilities | None, checked_at: float, every: float, refresh: bool) -> bool:
+    return caps is None or refresh or (caps.recheck and time.monotonic() - checked_at >= every)
+
+
 # --------------------------------------------------------------------------- sync
 
 
@@ -180,7 +218,10 @@ class SyncIO:
         self.vectors = vectors
         self.embeddings = embeddings
         self.mode = mode
-        self.caps: Capabilities | None = None
+        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
+        self.caps: Capabilities | None = None  # plus the search state: what searches need
+        self.recheck_seconds = RECHECK_SECONDS
+        self._checked_at = 0.0
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     def coll(self, role: Role) -> Any:
@@ -195,24 +236,35 @@ class SyncIO:
             self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="mongostore-read")
         return self._executor
 
-    def probe(self) -> Capabilities:
-        if self.caps is None:
+    def server_info(self) -> Capabilities:
+        if self.server is None:
             has_bulk = callable(getattr(self.items.database.client, "bulk_write", None))
-            plan = probe_plan(
-                fake=is_fake(self.items), has_vectors=self.vectors is not None, mode=self.mode, has_client_bulk=has_bulk
+            self.server = run_sync(server_probe_plan(fake=is_fake(self.items), has_client_bulk=has_bulk), self)
+        return self.server
+
+    def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
+        if _due(self.caps, self._checked_at, self.recheck_seconds, refresh):
+            plan = search_probe_plan(
+                self.server_info(),
+                has_vectors=self.vectors is not None,
+                mode=self.mode,
+                index_name=index_name,
+                previous=self.caps,
             )
-            self.caps = run_sync(plan, self)
+            self.caps, self._checked_at = run_sync(plan, self), time.monotonic()
+        assert self.caps is not None
         return self.caps
 
     def write(self, step: Write) -> WriteOutcome:
-        caps = self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
+        caps = self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
         if caps is not None and caps.client_bulk_write:
             models = _client_models(self.items, self.vectors, step.requests)
+            verbose = _wants_item_deletions(step.requests)
             try:
-                res = self.items.database.client.bulk_write(models, ordered=False)
+                res = self.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
             except ClientBulkWriteException as exc:
                 return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
-            return WriteOutcome([], _deleted(res), 1)
+            return WriteOutcome([], _client_deleted(res, step.requests), 1)
         groups = _by_collection(step.requests)
 
         def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
@@ -247,12 +299,13 @@ class SyncIO:
         if isinstance(step, Count):
             return self.coll(step.role).count_documents(step.filter)
         if isinstance(step, Probe):
-            return self.probe()
+            return self.probe(step.index_name, step.refresh)
+        if isinstance(step, ServerInfo):
+            return self.server_info()
         if isinstance(step, ServerCommand):
             return self.items.database.command(step.name)
         if isinstance(step, DisableVectorSearch):
-            caps = self.probe()
-            self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)
+            self.caps, self._checked_at = _disabled(self.caps or self.server_info(), step), time.monotonic()
             return None
         if isinstance(step, CreateIndexes):
             coll = self.coll(step.role)
@@ -264,8 +317,11 @@ class SyncIO:
         if isinstance(step, EnsureCollection):
             coll = self.coll(step.role)
             if coll.name not in coll.database.list_collection_names():
-                with contextlib.suppress(CollectionInvalid):  # created concurrently
+                try:
                     coll.database.create_collection(coll.name)
+                except (CollectionInvalid, OperationFailure) as exc:
+                    if not _created_concurrently(exc):
+                        raise
             return None
         if isinstance(step, ListSearchIndexes):
             return list(self.coll(step.role).list_search_indexes(step.name))
@@ -302,7 +358,10 @@ class AsyncIO:
         self.vectors = vectors
         self.embeddings = embeddings
         self.mode = mode
-        self.caps: Capabilities | None = None
+        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
+        self.caps: Capabilities | None = None  # plus the search state: what searches need
+        self.recheck_seconds = RECHECK_SECONDS
+        self._checked_at = 0.0
         self._probe_lock: asyncio.Lock | None = None
 
     def coll(self, role: Role) -> Any:
@@ -312,32 +371,50 @@ class AsyncIO:
             return self.vectors
         return self.items
 
-    async def probe(self) -> Capabilities:
-        if self.caps is not None:
-            return self.caps
+    def _lock(self) -> asyncio.Lock:
         if self._probe_lock is None:
             self._probe_lock = asyncio.Lock()
-        async with self._probe_lock:
-            if self.caps is None:
+        return self._probe_lock
+
+    async def server_info(self) -> Capabilities:
+        if self.server is not None:
+            return self.server
+        async with self._lock():
+            if self.server is None:
                 client = self.items.database.client
                 # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
                 has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
                     "motor"
                 )
-                fake, has_vectors = is_fake(self.items), self.vectors is not None
-                plan = probe_plan(fake=fake, has_vectors=has_vectors, mode=self.mode, has_client_bulk=has_bulk)
-                self.caps = await run_async(plan, self)
+                plan = server_probe_plan(fake=is_fake(self.items), has_client_bulk=has_bulk)
+                self.server = await run_async(plan, self)
+        return self.server
+
+    async def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
+        if not _due(self.caps, self._checked_at, self.recheck_seconds, refresh):
+            assert self.caps is not None
+            return self.caps
+        server = await self.server_info()
+        async with self._lock():
+            if _due(self.caps, self._checked_at, self.recheck_seconds, refresh):
+                has_vectors = self.vectors is not None
+                plan = search_probe_plan(
+                    server, has_vectors=has_vectors, mode=self.mode, index_name=index_name, previous=self.caps
+                )
+                self.caps, self._checked_at = await run_async(plan, self), time.monotonic()
+        assert self.caps is not None
         return self.caps
 
     async def write(self, step: Write) -> WriteOutcome:
-        caps = await self.probe() if len({r.role for r in step.requests}) > 1 else self.caps
+        caps = await self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
         if caps is not None and caps.client_bulk_write:
             models = _client_models(self.items, self.vectors, step.requests)
+            verbose = _wants_item_deletions(step.requests)
             try:
-                res = await self.items.database.client.bulk_write(models, ordered=False)
+                res = await self.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
             except ClientBulkWriteException as exc:
                 return WriteOutcome(_client_bulk_errors(exc), round_trips=1)
-            return WriteOutcome([], _deleted(res), 1)
+            return WriteOutcome([], _client_deleted(res, step.requests), 1)
         groups = _by_collection(step.requests)
 
         async def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
@@ -366,12 +443,14 @@ class AsyncIO:
         if isinstance(step, Count):
             return await self.coll(step.role).count_documents(step.filter)
         if isinstance(step, Probe):
-            return await self.probe()
+            return await self.probe(step.index_name, step.refresh)
+        if isinstance(step, ServerInfo):
+            return await self.server_info()
         if isinstance(step, ServerCommand):
             return await self.items.database.command(step.name)
         if isinstance(step, DisableVectorSearch):
-            caps = await self.probe()
-            self.caps = Capabilities(caps.server_version, caps.fake, False, caps.client_bulk_write, step.reason)
+            base = self.caps or await self.server_info()
+            self.caps, self._checked_at = _disabled(base, step), time.monotonic()
             return None
         if isinstance(step, CreateIndexes):
             coll = self.coll(step.role)
@@ -383,8 +462,11 @@ class AsyncIO:
         if isinstance(step, EnsureCollection):
             coll = self.coll(step.role)
             if coll.name not in await coll.database.list_collection_names():
-                with contextlib.suppress(CollectionInvalid):
+                try:
                     await coll.database.create_collection(coll.name)
+                except (CollectionInvalid, OperationFailure) as exc:
+                    if not _created_concurrently(exc):
+                        raise
             return None
         if isinstance(step, ListSearchIndexes):
             return await _to_list(self.coll(step.role).list_search_indexes(step.name))

@@ -14,10 +14,11 @@ semantic pages; then one ``Write`` with TTL refreshes, vector writes and item wr
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,7 @@ from mongostore._steps import (
     Parallel,
     Probe,
     ServerCommand,
+    ServerInfo,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -72,6 +74,7 @@ logger = logging.getLogger("mongostore")
 
 # Server answers that mean "this deployment has no Atlas Search / $vectorSearch".
 NO_SEARCH_CODES = frozenset({31082, 6047401, 115, 59, 40324})
+INDEX_ALREADY_EXISTS = 68
 MAX_CANDIDATES = 10_000
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
 LARGE_BATCH = 100_000
@@ -94,11 +97,29 @@ class PlanContext:
         return self.now if self.ttl is not None and self.ttl.omit_expired else None
 
 
-def is_no_search_error(exc: BaseException) -> bool:
+def is_no_search_error(exc: BaseException, fake: bool = True) -> bool:
+    """A search stage or command failed because the server has no search at all.
+
+    A TypeError/AttributeError/NotImplementedError means that only on the fakes
+    (mongomock & co); from a real server's driver it is a bug and must surface.
+    """
     if isinstance(exc, OperationFailure):
-        return exc.code in NO_SEARCH_CODES
-    # mongomock (and its async wrappers) know no search stages or commands.
-    return isinstance(exc, (NotImplementedError, TypeError, AttributeError))
+        return exc.code in NO_SEARCH_CODES or (exc.code is None and not _is_index_unavailable(exc))
+    return fake and isinstance(exc, (NotImplementedError, TypeError, AttributeError))
+
+
+def _is_index_unavailable(exc: BaseException) -> bool:
+    """mongot refused the query because the index has not finished its first build.
+
+    mongot's ``LuceneVectorIndex.throwIfUnavailableForQuerying``: "cannot query vector
+    index ... while in state INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no
+    code, so mongod reports 8 (UnknownError).
+    """
+    return (
+        isinstance(exc, OperationFailure)
+        and exc.code in (8, None)
+        and "cannot query vector index" in str(exc)
+    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -205,12 +226,12 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             puts[(op.namespace, key)] = _Put(op.namespace, key, value, op.index, op.ttl)
 
     semantic = [s for s in searches if s.semantic and s.op.limit > 0]
-    use_atlas = False
+    use_atlas = fake = False
     caps: Capabilities | None = None
     if semantic:
         assert index is not None
-        caps = yield Probe()
-        use_atlas = caps.vector_search
+        caps = yield Probe(index.index_name)
+        use_atlas, fake = caps.vector_search, caps.fake
         if modes.uses_modes(index):
             modes.path_for(index, caps, use_atlas)  # an Atlas-only mode fails here, before any read
         if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
@@ -228,10 +249,23 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
             break
         except Exception as exc:
-            if not (use_atlas and is_no_search_error(exc)):
+            if not use_atlas:
                 raise
-            logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
-            yield DisableVectorSearch(str(exc))
+            assert index is not None
+            if _is_index_unavailable(exc):
+                # The index is still in its first build (or failed it): mongot refuses queries.
+                why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
+                if index.vector_search == "atlas":
+                    raise VectorIndexError(
+                        f"{why}; it is building: wait for setup() or use vector_search='auto' to rank locally meanwhile"
+                    ) from exc
+                logger.warning("%s; ranking locally until it can", why)
+                yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
+            elif is_no_search_error(exc, fake):
+                logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
+                yield DisableVectorSearch(str(exc))
+            else:
+                raise
             use_atlas = False
             if modes.uses_modes(index):
                 caps = yield Probe()  # its detail now says why (a mode may need to name it)
@@ -533,12 +567,16 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: lis
         facet = out[0] if out else {"hits": [], "scored": [], "page": []}
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
-        page: list[tuple[dict[str, Any], float | None]] = [(d["item"], float(d["score"])) for d in facet["page"]]
+        ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
         exhausted = hits < k
-        if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
             break
         k = min(MAX_CANDIDATES, k * 4)
         out = yield Aggregate("vectors", _atlas_pipeline(s, index, ctx, k))
+    # The $facet carried ids and scores only (its output is capped at 100 MB, the
+    # document at 16 MiB): one more round trip fetches the page's items by _id.
+    docs = yield from _fetch_items([iid for iid, _ in ranked])
+    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
     if len(page) < op.limit and exhausted:
         # Every scored item was seen: fill the page with items that have no vectors
         # (index=False, no indexed field), newest first, as InMemoryStore does.
@@ -555,41 +593,138 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: lis
 # MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
 CLIENT_BULK_WRITE_WIRE_VERSION = 25
 FAKE_SERVER = "mongomock (in-memory, for development)"
+# Before 7.1, $listSearchIndexes off Atlas may answer an empty list instead of an error
+# (manual, $listSearchIndexes "Errors"; SERVER-78831, SERVER-117001).
+TRUSTED_EMPTY_LIST_VERSION = (7, 1)
 
 
-def _search_probe_answer(exc: Exception) -> tuple[bool, str]:
-    if isinstance(exc, OperationFailure) and exc.code in NO_SEARCH_CODES:
-        return False, f"server has no Atlas Search (code {exc.code})"
-    if isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
+def _version(version: str) -> tuple[int, ...] | None:
+    parts = re.findall(r"\d+", version)[:2]
+    return tuple(int(p) for p in parts) if len(parts) == 2 else None
+
+
+def _search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
+    """``(False, why)`` when a search command's error means "this server has no search"; else raise it."""
+    if isinstance(exc, OperationFailure):
+        if exc.code in NO_SEARCH_CODES:
+            return False, f"server has no Atlas Search (code {exc.code})"
+        if exc.code is None and not _is_index_unavailable(exc):
+            # An answer without a code (e.g. a wire-protocol test server): no search here.
+            logger.warning("a search command failed without an error code (%s): treating the server as one "
+                           "without Atlas Search; semantic searches rank locally", exc)
+            return False, f"server has no Atlas Search (uncoded error: {exc})"
+    if fake and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
+        # mongomock and its async wrappers know no search stages or commands.
         return False, "this backend has no search index commands"
     raise exc
 
 
-def probe_plan(*, fake: bool, has_vectors: bool, mode: VectorSearchMode, has_client_bulk: bool) -> Plan:
-    """What the server can do: its version, client-level bulk_write, ``$vectorSearch``.
+def server_probe_plan(*, fake: bool, has_client_bulk: bool) -> Plan:
+    """Server version and client-level bulk_write: ``buildInfo`` and ``hello`` only.
 
-    Run once per store by its driver. ``mode`` ``atlas``/``local`` (index config)
-    overrides what the server says about search.
+    What writes need; it never asks about search, so puts and deletes work while
+    mongot is unreachable (code 125) or the user may not list search indexes (13).
     """
     version, wire = FAKE_SERVER, 0
     if not fake:  # mongomock answers no server commands
         info = yield ServerCommand("buildInfo")
         version = str(info.get("version", "?"))
         wire = int((yield ServerCommand("hello")).get("maxWireVersion", 0))
-    search = (False, "no index configured")
-    if has_vectors and mode == "auto":
-        try:
-            yield ListSearchIndexes("vectors")
-            search = (True, "list_search_indexes answered")
-        except Exception as exc:
-            search = _search_probe_answer(exc)
     return Capabilities(
         server_version=version,
         fake=fake,
-        vector_search={"atlas": True, "local": False}.get(mode, search[0]),
+        vector_search=False,
         client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
-        detail=search[1] if mode == "auto" else f"vector_search={mode!r} set in index config",
+        detail="search not asked",
     )
+
+
+def _age(doc: dict[str, Any], now: datetime) -> str:
+    created = (doc.get("latestDefinitionVersion") or {}).get("createdAt")
+    if not isinstance(created, datetime):
+        return ""
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=timezone.utc)
+    return f" for {max(0.0, (now - created).total_seconds()):.0f}s"
+
+
+def _index_state(found: list[dict[str, Any]], index_name: str, now: datetime) -> tuple[str, bool, str]:
+    """(status, queryable, description) of the named index in a ``$listSearchIndexes`` answer."""
+    mine = [d for d in found if d.get("name") == index_name]
+    if not mine:
+        names = sorted(str(d.get("name")) for d in found)
+        return "MISSING", False, (
+            f"there is no vector search index {index_name!r} on the vectors collection "
+            f"(found: {', '.join(names) or 'none'}); run setup() to create it"
+        )
+    doc = mine[0]
+    status = str(doc.get("status", "?"))
+    if doc.get("queryable") is True:
+        return status, True, f"vector search index {index_name!r} is queryable (status {status})"
+    return status, False, f"vector search index {index_name!r} is {status}{_age(doc, now)} and cannot serve queries yet"
+
+
+def search_probe_plan(
+    server: Capabilities,
+    *,
+    has_vectors: bool,
+    mode: VectorSearchMode,
+    index_name: str,
+    previous: Capabilities | None = None,
+    now: datetime | None = None,
+) -> Plan:
+    """Whether semantic searches use ``$vectorSearch`` now: the server has search and
+    the index exists and is queryable (a missing index answers every query with nothing).
+
+    ``auto`` ranks locally otherwise and says why once (``previous``: the last answer);
+    ``atlas`` raises ``VectorIndexError`` for a missing or unqueryable index, and trusts
+    the configuration when the index list cannot be read; ``local`` asks nothing.
+    """
+    now = now or datetime.now(timezone.utc)
+    if not has_vectors:
+        return replace(server, detail="no index configured")
+    if mode == "local":
+        return replace(server, vector_search=False, detail="vector_search='local' set in index config")
+    try:
+        found = list((yield ListSearchIndexes("vectors")))
+    except Exception as exc:
+        if mode == "atlas":
+            return replace(
+                server, vector_search=True, detail=f"vector_search='atlas' set in index config (index list: {exc})"
+            )
+        searchable, why = _search_probe_answer(exc, server.fake)
+        return replace(server, vector_search=searchable, search_commands=False, detail=why)
+    if not found and not server.fake and mode == "auto":
+        v = _version(server.server_version)
+        if v is None or v < TRUSTED_EMPTY_LIST_VERSION:
+            return replace(
+                server,
+                vector_search=False,
+                search_commands=None,
+                detail=(
+                    f"MongoDB {server.server_version} answers $listSearchIndexes with an empty list whether or not "
+                    "it has Atlas Search: ranking locally (setup() finds out by creating the index)"
+                ),
+            )
+    status, queryable, why = _index_state(found, index_name, now)
+    if mode == "atlas":
+        if not queryable:
+            raise VectorIndexError(f"{why}; vector_search='atlas' does not fall back to local ranking")
+        return replace(server, vector_search=True, search_commands=True, index_status=status,
+                       detail="vector_search='atlas' set in index config")
+    caps = replace(server, vector_search=queryable, search_commands=True, index_status=status,
+                   recheck=not queryable, detail=why if queryable else why + ": ranking locally until it can")
+    if not queryable and (previous is None or previous.index_status != status):
+        logger.warning("%s", caps.detail)
+    return caps
+
+
+def probe_plan(
+    *, fake: bool, has_vectors: bool, mode: VectorSearchMode, has_client_bulk: bool, index_name: str = ""
+) -> Plan:
+    """``server_probe_plan`` then ``search_probe_plan``: everything a store asks once."""
+    server = yield from server_probe_plan(fake=fake, has_client_bulk=has_client_bulk)
+    return (yield from search_probe_plan(server, has_vectors=has_vectors, mode=mode, index_name=index_name))
 
 
 # --------------------------------------------------------------------------- setup, sweep, status
@@ -608,44 +743,130 @@ def _definition_matches(existing: dict[str, Any], wanted: dict[str, Any]) -> boo
     return key(existing) == key(wanted)
 
 
+def _recreate_advice(index: IndexSettings) -> str:
+    return (
+        f"drop it and let setup() create it again: vectors_collection.drop_search_index({index.index_name!r}), "
+        "then store.setup() (searches rank locally while it builds), or change index_name to build a new "
+        "index next to the old one"
+    )
+
+
+def _status_message(doc: dict[str, Any]) -> str:
+    msgs = [str(d.get("message")) for d in doc.get("statusDetail") or () if isinstance(d, dict) and d.get("message")]
+    return "; ".join(msgs) or str(doc.get("status"))
+
+
 def setup_plan(index: IndexSettings | None) -> Plan:
-    """Create B-tree and TTL indexes, and the vector index when the server has search."""
+    """Create B-tree and TTL indexes, and the vector index when the server has search.
+
+    After creating or updating the vector index it waits (bounded by ``setup_timeout``,
+    with progress in the log) until the index is ``READY`` on the wanted definition:
+    during a rebuild mongot reports ``queryable: true`` and the new ``latestDefinition``
+    while queries still run on the old one, so ``queryable`` alone is not enough.
+    """
     yield CreateIndexes("items", tuple(q.item_indexes()))
     if index is None:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
-    caps: Capabilities = yield Probe()
-    modes.setup_checks(index, caps)  # automated embedding / reranking off Atlas: a clear error now
-    if not caps.vector_search:
-        logger.info("no vector search on this server (%s): searches rank locally", caps.detail or caps.server_version)
+    if index.vector_search == "local":
+        _refuse_atlas_only(index, "vector_search='local' set in index config")
+        logger.info("vector_search='local' set in index config: searches rank locally")
         return None
-    yield from modes.text_index_plan(index, caps)
+    server: Capabilities = yield ServerInfo()
+    forced = index.vector_search == "atlas"
+
+    def no_search(exc: Exception) -> str | None:
+        """Why the server has no search, or None (then the caller raises)."""
+        if forced:
+            return None
+        try:
+            return _search_probe_answer(exc, server.fake)[1]
+        except Exception:
+            return None
+
     wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
-    existing = yield ListSearchIndexes("vectors", index.index_name)
-    if not existing:
-        logger.info("creating vector search index %r", index.index_name)
-        yield from modes.create_vector_index(index.index_name, wanted, index)
-    elif not _definition_matches(existing[0].get("latestDefinition") or {}, wanted):
-        logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
-        yield UpdateSearchIndex("vectors", index.index_name, wanted)
-    deadline = time.monotonic() + index.setup_timeout
+    try:
+        existing = yield ListSearchIndexes("vectors", index.index_name)
+    except Exception as exc:
+        why = no_search(exc)
+        if why is None:
+            raise
+        _refuse_atlas_only(index, why)
+        logger.info("no vector search on this server (%s): searches rank locally", why)
+        yield DisableVectorSearch(why)
+        return None
+    # The server answers search-index commands: a mode it cannot run (reranking before 8.3)
+    # fails now, and hybrid's $search index is built next to the vector index.
+    modes.setup_checks(index, replace(server, vector_search=True))
+    yield from modes.text_index_plan(index, server)
+    updated = False
+    try:
+        if not existing:
+            logger.info("creating vector search index %r", index.index_name)
+            yield from modes.create_vector_index(index.index_name, wanted, index)
+        elif not _definition_matches(existing[0].get("latestDefinition") or {}, wanted):
+            logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
+            updated = True
+            yield UpdateSearchIndex("vectors", index.index_name, wanted)
+    except Exception as exc:
+        why = no_search(exc)
+        if why is not None:  # e.g. 115/59 from a pre-7.1 server whose empty index list told nothing
+            _refuse_atlas_only(index, why)
+            logger.info("no vector search on this server (%s): searches rank locally", why)
+            yield DisableVectorSearch(why)
+            return None
+        if isinstance(exc, OperationFailure) and exc.code == INDEX_ALREADY_EXISTS:
+            pass  # another process created it at the same moment: wait for it like ours
+        elif updated and isinstance(exc, OperationFailure):
+            raise VectorIndexError(
+                f"could not update vector search index {index.index_name!r} ({exc}); "
+                f"Atlas Local may not support updating it: {_recreate_advice(index)}"
+            ) from exc
+        else:
+            raise
+    yield from _wait_until_ready(index, wanted, updated)
+    yield Probe(index.index_name, refresh=True)  # searches use the index from now on
+    return None
+
+
+def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
+    """Automated embedding and reranking cannot rank locally: say so at ``setup()``."""
+    err = modes.needs_atlas(index, why)
+    if err is not None:
+        raise err
+
+
+def _wait_until_ready(index: IndexSettings, wanted: dict[str, Any], updated: bool) -> Plan:
+    start = time.monotonic()
+    deadline = start + index.setup_timeout
     delay = 0.2
     while True:
         found = yield ListSearchIndexes("vectors", index.index_name)
         doc = found[0] if found else {}
-        status = doc.get("status", "MISSING")
-        if doc.get("queryable") is True and _definition_matches(doc.get("latestDefinition") or wanted, wanted):
-            logger.info("vector search index %r is queryable (%s)", index.index_name, status)
-            return None
+        status = str(doc.get("status", "MISSING"))
+        latest = doc.get("latestDefinition") or {}
         if status == "FAILED":
-            raise VectorIndexError(f"vector search index {index.index_name!r} failed: {doc.get('statusDetail') or doc}")
+            advice = _recreate_advice(index)
+            serving = " (the previous definition still serves queries)" if doc.get("queryable") else ""
+            raise VectorIndexError(
+                f"vector search index {index.index_name!r} failed to build{serving}: {_status_message(doc)}; "
+                f"fix the cause, then {advice}"
+            )
+        if status == "READY" and _definition_matches(latest, wanted):
+            logger.info("vector search index %r is ready", index.index_name)
+            return None
+        waited = time.monotonic() - start
         if time.monotonic() >= deadline:
             raise VectorIndexError(
-                f"vector search index {index.index_name!r} not queryable after {index.setup_timeout:.0f}s "
-                f"(status {status}); raise index['setup_timeout'] or check the search node's logs"
+                f"vector search index {index.index_name!r} not ready on the wanted definition after "
+                f"{index.setup_timeout:.0f}s (status {status}, queryable {doc.get('queryable')}); "
+                "raise index['setup_timeout'] or check the search node's logs"
             )
-        logger.info("waiting for vector search index %r: status %s", index.index_name, status)
+        logger.info(
+            "waiting for vector search index %r: status %s, queryable %s (%.0fs)",
+            index.index_name, status, doc.get("queryable"), waited,
+        )
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)
 
@@ -662,13 +883,13 @@ def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
 
 def status_plan(index: IndexSettings | None) -> Plan:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts."""
-    caps: Capabilities = yield Probe()
+    caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
     answers = yield Parallel(tuple(steps))
     search_index: dict[str, Any] | None = None
-    if index is not None and caps.vector_search:
+    if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
         search_index = found[0] if found else None
     return {
@@ -698,6 +919,8 @@ __all__ = [
     "check_op",
     "is_no_search_error",
     "probe_plan",
+    "search_probe_plan",
+    "server_probe_plan",
     "setup_plan",
     "status_plan",
     "sweep_plan",

@@ -296,22 +296,52 @@ def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) 
     return {f: value[f] for f in filter_fields if isinstance(value.get(f), FILTER_SCALARS)}
 
 
-def _prefilterable(spec: Any) -> bool:
-    """Scalar equality and ranges only; the rest needs the post-filter's semantics.
+# mongot indexes filter strings up to this many characters (longer values are cut at
+# index time, not at query time: a longer operand never matches).
+MAX_FILTER_STRING = 8191
 
-    ``$ne``/``$nin`` stay in the post-filter: how ``$vectorSearch`` treats documents
-    that lack the field (vector documents copy only scalar values) is not documented.
+
+def _mongot_type(value: Any) -> str | None:
+    """mongot's ``ValueType`` of an operand we may send (``Value.fromBson``), else None.
+
+    bool, number, string and date are distinct types; null is left to the post-filter
+    (vector documents do not copy missing or non-scalar values, so its meaning differs).
     """
-    scalar = FILTER_SCALARS
-    if isinstance(spec, scalar):
-        return True
-    if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
-        return all(
-            (op in ("$eq", "$gt", "$gte", "$lt", "$lte") and isinstance(v, scalar))
-            or (op == "$in" and isinstance(v, (list, tuple)) and all(isinstance(x, scalar) for x in v))
-            for op, v in spec.items()
-        )
-    return False
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number" if not isinstance(value, int) or -(2**63) <= value < 2**63 else None
+    if isinstance(value, str):
+        return "string" if len(value) <= MAX_FILTER_STRING else None
+    if isinstance(value, datetime):
+        return "date"
+    return None
+
+
+def _prefilterable(spec: Any) -> bool:
+    """Only what mongot accepts, with the post-filter's meaning; the rest is post-filtered.
+
+    Equality on a bool, number, string or date; ranges on numbers, strings and dates;
+    ``$in`` of a non-empty list whose elements are all of one type (``InOperator``:
+    "must have elements of the same type"; null is not allowed). ``$ne``/``$nin`` stay in
+    the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
+    documents copy only scalar values) is not documented.
+    """
+    if not (isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec)):
+        return not isinstance(spec, Mapping) and _mongot_type(spec) is not None
+    for op, v in spec.items():
+        if op == "$eq":
+            ok = _mongot_type(v) is not None
+        elif op in ("$gt", "$gte", "$lt", "$lte"):
+            ok = _mongot_type(v) in ("number", "string", "date")
+        elif op == "$in":
+            types = {_mongot_type(x) for x in v} if isinstance(v, (list, tuple)) and v else {None}
+            ok = len(types) == 1 and None not in types
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
 
 
 def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
@@ -339,14 +369,18 @@ def vector_search_pipeline(
     limit: int,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """The Atlas pipeline of one semantic search page.
+    """The Atlas pipeline of one semantic search page: item ids and scores, not items.
 
-    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once -> ``$facet``:
-    ``hits``, the raw vector hits (fewer than ``k`` means the search saw every
-    candidate, so asking for more cannot fill a short page); ``scored``, how many
+    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once, keeping only
+    what the next stages read (``vectors``, ``expires_at``, the post-filter's fields)
+    -> ``$facet``: ``hits``, the raw vector hits (fewer than ``k`` means the search saw
+    every candidate, so asking for more cannot fill a short page); ``scored``, how many
     items matched; and ``page``: drop vectors whose text hash the item no longer
     lists (a failed or stale write) or whose item is gone, apply the remaining
-    filters, keep the best vector per item, then sort, skip and limit.
+    filters, keep the best vector per item, then sort, skip and limit, as
+    ``{_id: item id, score}``. Each ``$facet`` output is capped at 100 MB and the
+    result document at 16 MiB (``$facet`` manual page), so whole items never go
+    through it: the caller fetches the page's items by ``_id`` afterwards.
     """
     stage: dict[str, Any] = {
         "index": index_name,
@@ -367,21 +401,43 @@ def vector_search_pipeline(
     valid: list[dict[str, Any]] = [
         {"$unwind": "$item"},
         {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
-        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}, "item": {"$first": "$item"}}},
+        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}}},
     ]
     page: list[dict[str, Any]] = [
         *valid,
         {"$sort": {"score": -1, "_id": 1}},
         {"$skip": offset},
         {"$limit": limit},
-        {"$project": {"_id": 0, "score": atlas_score_to_similarity(similarity), "item": 1}},
+        {"$project": {"_id": 1, "score": atlas_score_to_similarity(similarity)}},
     ]
+    kept: dict[str, Any] = {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1}
+    if now is not None:
+        kept["item.expires_at"] = 1
+    kept.update({f"item.value.{name}": 1 for name in filter_field_names(post_filter)})
     return [
         {"$vectorSearch": stage},
         {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": {"$meta": "vectorSearchScore"}}},
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
+        {"$project": kept},
         {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
     ]
+
+
+def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
+    """The top-level ``value`` fields a search filter reads (through ``$and``/``$or``), sorted."""
+    names: set[str] = set()
+
+    def walk(f: Mapping[str, Any]) -> None:
+        for name, spec in f.items():
+            if name in LOGICAL_OPS:
+                for sub in spec if isinstance(spec, (list, tuple)) else ():
+                    if isinstance(sub, Mapping):
+                        walk(sub)
+            else:
+                names.add(str(name))
+
+    walk(filter or {})
+    return sorted(names)
 
 
 def vector_candidates_filter(namespace_prefix: tuple[str, ...], now: datetime | None) -> dict[str, Any]:

@@ -27,6 +27,7 @@ __all__ = [
     "Parallel",
     "Probe",
     "ServerCommand",
+    "ServerInfo",
     "Sleep",
     "Step",
     "UpdateSearchIndex",
@@ -100,16 +101,40 @@ class Parallel:
 
 @dataclass(frozen=True)
 class Capabilities:
+    """What the server can do (``ServerInfo``) and whether searches use ``$vectorSearch`` (``Probe``).
+
+    ``search_commands``: the server answers search-index commands (None: not asked, or
+    it cannot tell, as servers before 7.1 that answer ``$listSearchIndexes`` with an empty
+    list). ``index_status``: the vector index's status when last asked (``MISSING`` when
+    absent). ``recheck``: the answer may change (index missing or building): ask again later.
+    """
+
     server_version: str
     fake: bool
     vector_search: bool
     client_bulk_write: bool
     detail: str = ""
+    search_commands: bool | None = None
+    index_status: str = ""
+    recheck: bool = False
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Server version and client-level bulk_write only (``hello``/``buildInfo``), asked
+    once per store: what writes need -> ``Capabilities`` (search not asked)."""
 
 
 @dataclass(frozen=True)
 class Probe:
-    """What the server can do, asked once per store and remembered -> ``Capabilities``."""
+    """``ServerInfo`` plus the search state (``$listSearchIndexes``) -> ``Capabilities``.
+
+    Asked once per store and remembered; asked again after ``recheck_seconds`` while the
+    index is missing or building, and at once with ``refresh`` (after ``setup()``).
+    """
+
+    index_name: str = ""
+    refresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,9 +146,12 @@ class ServerCommand:
 
 @dataclass(frozen=True)
 class DisableVectorSearch:
-    """Remember that ``$vectorSearch`` failed as unsupported; later searches rank locally."""
+    """Searches rank locally from now on: the server has no search (for good), or the
+    index cannot serve yet (``temporary``: asked again after ``recheck_seconds``)."""
 
     reason: str
+    temporary: bool = False
+    index_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +208,7 @@ Step = (
     | Embed
     | Parallel
     | Probe
+    | ServerInfo
     | ServerCommand
     | DisableVectorSearch
     | CreateIndexes

@@ -42,7 +42,7 @@ logger = logging.getLogger("mongostore")
 class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     """A LangGraph store on a pymongo ``AsyncCollection`` (or a Motor collection).
 
-    >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017") as store:
+    >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
     ...     await store.setup()
     ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
     """

@@ -3,7 +3,7 @@
 Run ``mongostore --help`` or see ``docs/cli.md``. In short::
 
     mongostore demo                                  # the memory demo, no server needed
-    mongostore --uri mongodb://localhost:27017 setup # indexes (+ the Atlas vector index)
+    mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup # indexes (+ the Atlas vector index)
     mongostore doctor                                # server, search path, indexes, counts
     mongostore put users.alice.memories k1 '{"text": "I like pizza"}'
     mongostore search users.alice --query "what food?" --filter '{"kind": "preference"}'

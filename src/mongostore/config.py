@@ -95,6 +95,10 @@ class _IndexOptions(BaseModel):
         for name in names:
             if not name or name.startswith("$") or "\x00" in name:
                 raise ValueError(f"filter field {name!r} must be a plain value field name")
+            if "." in name:
+                # Search filters name top-level value fields only (nested ones by a nested
+                # dict), so a dotted filter field could never be used by a filter.
+                raise ValueError(f"filter field {name!r}: filter_fields are top-level value fields, without '.'")
         return names
 
 

@@ -27,6 +27,7 @@ from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
 from mongostore.analytics import scoped_pipeline
 from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode, index_settings, ttl_settings
+from mongostore.errors import ConfigurationError
 
 logger = logging.getLogger("mongostore")
 
@@ -42,6 +43,10 @@ def utcnow() -> datetime:
 
 def vectors_name(collection_name: str) -> str:
     return f"{collection_name}_vectors"
+
+
+def _database_name(collection: Any) -> str:
+    return str(getattr(collection.database, "name", ""))
 
 
 class _StoreConfig:
@@ -71,6 +76,12 @@ class _StoreConfig:
             return collection, None, None, "auto"
         if vectors_collection is None:
             vectors_collection = collection.database[vectors_name(collection.name)]
+        elif _database_name(vectors_collection) != _database_name(collection):
+            # $lookup joins only within one database: the items would never be found.
+            raise ConfigurationError(
+                f"vectors_collection= must be in the items' database {_database_name(collection)!r}, "
+                f"not {_database_name(vectors_collection)!r}: semantic search joins the two with $lookup"
+            )
         self.vectors_collection = vectors_collection
         return collection, vectors_collection, self._index.embeddings, self._index.vector_search
 
@@ -92,7 +103,7 @@ class _StoreConfig:
 class MongoStore(_StoreConfig, BaseStore):
     """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
 
-    >>> with MongoStore.from_conn_string("mongodb://localhost:27017") as store:
+    >>> with MongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
     ...     store.setup()
     ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
     """

@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import mongomock
@@ -50,16 +51,18 @@ import mongomock.aggregate
 import numpy as np
 from bson import ObjectId, Regex
 from bson.binary import Binary
-from pymongo.errors import OperationFailure
+from pymongo.errors import ClientBulkWriteException, InvalidOperation, OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from mongostore._mongomock import patch_mongomock
 
 __all__ = [
     "SCORE_FIELD",
+    "AsyncAtlasClient",
     "AsyncAtlasCollection",
     "AsyncAtlasDatabase",
     "AsyncListCursor",
+    "AtlasClient",
     "AtlasCollection",
     "AtlasDatabase",
     "AtlasSearch",
@@ -96,10 +99,12 @@ INDEX_NOT_FOUND = 27
 INDEX_ALREADY_EXISTS = 68
 SEARCH_NOT_ENABLED = 31082
 NOT_FIRST_STAGE = 40602
+COMMAND_NOT_FOUND = 59
+COMMAND_NOT_SUPPORTED = 115
+STAGE_ONLY_ON_ATLAS = 6047401
 MONGOT_ERROR = 8
 BAD_VALUE = 2
 
-_FILTERABLE_SCALARS = (bool, int, float, str, datetime, ObjectId, uuid.UUID, Binary)
 
 
 def _fail(message: str, code: int = MONGOT_ERROR) -> OperationFailure:
@@ -188,26 +193,64 @@ class AsyncListCursor:
 # --------------------------------------------------------------------------- state
 
 
+# mongot's external index states (IndexMapper.ExternalStatus) and the internal state a
+# query sees while the index cannot serve (LuceneVectorIndex.throwIfUnavailableForQuerying).
+PENDING, BUILDING, READY, FAILED = "PENDING", "BUILDING", "READY", "FAILED"
+INDEX_STATES = (PENDING, BUILDING, READY, FAILED)
+_INTERNAL_STATE = {PENDING: "NOT_STARTED", BUILDING: "INITIAL_SYNC", FAILED: "FAILED"}
+
+
 @dataclass
 class _SearchIndex:
+    """One search index as mongot keeps it: the definition that serves queries (None
+    until the first build is done) and the latest definition, which may still be building."""
+
     id: str
     name: str
     type: str
-    definition: dict[str, Any]  # what queries use (the last definition that became READY)
     latest_definition: dict[str, Any]
-    pending_polls: int
-    queryable: bool
+    serving: dict[str, Any] | None
+    status: str
+    polls_left: int
     version: int = 0
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    held: bool = False  # a test pinned the status: builds do not progress
+    fails: bool = False  # the build in progress ends FAILED
+    message: str = ""
+
+    @property
+    def queryable(self) -> bool:
+        # A rebuild (or a failed one) keeps serving the old definition: queryable stays true.
+        return self.serving is not None
+
+    def start_build(self, polls: int, fails: bool) -> None:
+        """A new build of the latest definition: ``polls`` list calls report it unfinished."""
+        self.polls_left, self.fails, self.message = polls, fails, ""
+        # A first build is PENDING, then BUILDING; a rebuild reports BUILDING at once
+        # (IndexMapper.calculateStatus: main index not on the latest version -> INITIAL_SYNC).
+        self.status = PENDING if self.serving is None else BUILDING
+        if polls == 0 and not self.held:
+            self.finish()
+
+    def finish(self) -> None:
+        if self.fails:
+            self.status = FAILED
+            self.message = "Index build failed: the definition could not be applied (fake failure)"
+        else:
+            self.status = READY
+            self.serving = copy.deepcopy(self.latest_definition)
+        self.polls_left = 0
 
     def poll(self) -> dict[str, Any]:
         """The ``$listSearchIndexes`` document; each poll brings a build one step closer."""
-        if self.pending_polls > 0:
-            self.pending_polls -= 1
-            status = "BUILDING"
-        else:
-            self._become_ready()
-            status = "READY"
+        status = self.status
+        if not self.held and self.status in (PENDING, BUILDING):
+            if self.polls_left > 0:
+                self.polls_left -= 1
+                self.status = BUILDING
+            else:
+                self.finish()
+                status = self.status
         return {
             "id": self.id,
             "name": self.name,
@@ -216,12 +259,22 @@ class _SearchIndex:
             "queryable": self.queryable,
             "latestDefinitionVersion": {"version": self.version, "createdAt": self.created_at},
             "latestDefinition": copy.deepcopy(self.latest_definition),
+            "statusDetail": [
+                {"hostname": "fake-mongot", "status": status, "queryable": self.queryable, "message": self.message}
+            ],
         }
 
-    def _become_ready(self) -> None:
-        self.pending_polls = 0
-        self.definition = copy.deepcopy(self.latest_definition)
-        self.queryable = True
+    def check_queryable(self) -> dict[str, Any]:
+        """The definition a query runs on; mongot refuses queries before the first build."""
+        if self.serving is None:
+            state = _INTERNAL_STATE.get(self.status, "INITIAL_SYNC")
+            # mongot's error reply has no code; mongod reports it as 8 (UnknownError).
+            raise _fail(
+                f"PlanExecutor error during aggregation :: caused by :: cannot query vector index "
+                f"{self.latest_definition} while in state {state}",
+                MONGOT_ERROR,
+            )
+        return self.serving
 
 
 @dataclass(frozen=True)
@@ -236,26 +289,62 @@ class VectorSearchRequest:
     filter: dict[str, Any] | None
 
 
-class AtlasSearch:
-    """Search indexes and counters of one fake Atlas database.
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
 
-    ``queryable_after``: how many ``list_search_indexes`` polls report an index (new or
-    updated) as ``BUILDING`` before it is ``READY``; until then a new index answers
-    ``$vectorSearch`` with no results, and an updated one keeps its old definition.
-    ``search_enabled=False`` makes every search command fail like a plain mongod 8.x
-    (code 31082), for testing the store's fallback.
+
+class AtlasSearch:
+    """Search indexes, switches and counters of one fake Atlas database.
+
+    Index lifecycle, as mongot reports it (``IndexMapper``): a new index is ``PENDING``
+    then ``BUILDING`` with ``queryable: false``, and a query meanwhile fails with code 8
+    "cannot query vector index ... while in state INITIAL_SYNC"; then ``READY``. After
+    ``update_search_index`` it is ``BUILDING`` with ``queryable: true`` and the NEW
+    ``latestDefinition``, while queries still run on the OLD definition; a failed build
+    is ``FAILED`` (queryable only if an older definition still serves).
+
+    Switches:
+
+    - ``queryable_after``: how many ``list_search_indexes`` polls report a build (new or
+      updated index) unfinished before it finishes. 0: builds finish at once.
+    - ``hold(state)``: pin indexes in ``PENDING``/``BUILDING`` (builds stop progressing),
+      or finish their build now as ``READY``/``FAILED``; ``release()`` lets them go on.
+    - ``build_fails``: builds end ``FAILED``.
+    - ``updates_fail``: ``update_search_index`` fails, as on Atlas Local (langchain-mongodb
+      skips its index update test there).
+    - ``search_enabled=False``: a plain mongod: search commands and stages fail with
+      31082 (8.x); with ``server_version`` below 7.1, ``$listSearchIndexes`` answers an
+      empty list instead and index commands fail with 115 (7.0) or 59 (older).
+    - ``server_version``: the double also answers ``buildInfo``/``hello`` (wire 25 from
+      8.0, with a client-level ``bulk_write``), so the store treats it as a real server.
+    - ``errors``: an exception to raise from ``"list"``, ``"create"``, ``"update"`` or
+      ``"query"`` (e.g. code 125 while mongot is unreachable, 13 without privileges).
     """
 
-    def __init__(self, queryable_after: int = 0, search_enabled: bool = True) -> None:
+    def __init__(
+        self,
+        queryable_after: int = 0,
+        search_enabled: bool = True,
+        *,
+        build_fails: bool = False,
+        updates_fail: bool = False,
+        server_version: str | None = None,
+    ) -> None:
         self.queryable_after = queryable_after
         self.search_enabled = search_enabled
+        self.build_fails = build_fails
+        self.updates_fail = updates_fail
+        self.server_version = server_version
+        self.errors: dict[str, Exception] = {}
         self.indexes: dict[str, dict[str, _SearchIndex]] = {}
         self.aggregate_calls = 0
         self.vector_search_calls = 0
         self.list_search_indexes_calls = 0
+        self.update_calls = 0
         self.requests: list[VectorSearchRequest] = []
+        self.outputs: list[dict[str, Any]] = []  # every document a $vectorSearch pipeline returned
 
-    # ------------------------------------------------------------ assertions
+    # ------------------------------------------------------------ assertions and switches
 
     @property
     def num_candidates_asked(self) -> list[int | None]:
@@ -265,25 +354,68 @@ class AtlasSearch:
     def limits_asked(self) -> list[int]:
         return [r.limit for r in self.requests]
 
+    def _all(self, name: str | None = None) -> list[_SearchIndex]:
+        return [i for by_name in self.indexes.values() for i in by_name.values() if name is None or i.name == name]
+
     def finish_builds(self) -> None:
-        """Make every pending index build READY now (as if enough time had passed)."""
-        for by_name in self.indexes.values():
-            for index in by_name.values():
-                index._become_ready()
+        """Finish every build in progress now (as if enough time had passed)."""
+        for index in self._all():
+            index.held = False
+            if index.status in (PENDING, BUILDING):
+                index.finish()
+
+    def hold(self, state: str, name: str | None = None) -> None:
+        """Put indexes (all, or those named ``name``) in ``state`` and keep them there.
+
+        ``PENDING``/``BUILDING``: the build stops progressing (an index that served
+        before keeps serving its old definition). ``READY``/``FAILED``: the build in
+        progress finishes now, successfully or not.
+        """
+        if state not in INDEX_STATES:
+            raise ValueError(f"state must be one of {INDEX_STATES}")
+        for index in self._all(name):
+            if state in (PENDING, BUILDING):
+                index.held, index.status = True, state
+            else:
+                index.held, index.fails = False, state == FAILED
+                index.finish()
+
+    def release(self) -> None:
+        """Let held builds progress again (they finish on the next poll)."""
+        for index in self._all():
+            if index.held:
+                index.held = False
+                index.polls_left = 0
 
     # ------------------------------------------------------------ index management
+
+    @property
+    def _old_server(self) -> bool:
+        return self.server_version is not None and _version_tuple(self.server_version) < (7, 1)
 
     def _check_enabled(
         self, what: str = "Atlas Search Database Commands and the $listSearchIndexes aggregation stage"
     ) -> None:
-        if not self.search_enabled:
-            raise _fail(
-                f"Using {what} requires additional configuration. "
-                "Please connect to Atlas or an AtlasCLI local deployment to enable.",
-                SEARCH_NOT_ENABLED,
-            )
+        if self.search_enabled:
+            return
+        if self._old_server:
+            assert self.server_version is not None
+            if _version_tuple(self.server_version) >= (7, 0):
+                raise _fail("Search index commands are only supported with Atlas.", COMMAND_NOT_SUPPORTED)
+            raise _fail("no such command: 'createSearchIndexes'", COMMAND_NOT_FOUND)
+        raise _fail(
+            f"Using {what} requires additional configuration. "
+            "Please connect to Atlas or an AtlasCLI local deployment to enable.",
+            SEARCH_NOT_ENABLED,
+        )
+
+    def _raise_if_set(self, command: str) -> None:
+        exc = self.errors.get(command)
+        if exc is not None:
+            raise exc
 
     def create_index(self, db: Any, coll_name: str, model: SearchIndexModel | Mapping[str, Any]) -> str:
+        self._raise_if_set("create")
         self._check_enabled()
         doc = dict(model.document if isinstance(model, SearchIndexModel) else SearchIndexModel(**model).document)
         name = str(doc.get("name", "default"))
@@ -306,22 +438,30 @@ class AtlasSearch:
             id=str(ObjectId()),
             name=name,
             type=type_,
-            definition=definition,
-            latest_definition=copy.deepcopy(definition),
-            pending_polls=self.queryable_after,
-            queryable=self.queryable_after == 0,
+            latest_definition=definition,
+            serving=None,
+            status=PENDING,
+            polls_left=0,
         )
         by_name[name] = index
+        index.start_build(self.queryable_after, self.build_fails)
         return name
 
     def list_indexes(self, coll_name: str, name: str | None = None) -> list[dict[str, Any]]:
+        self.list_search_indexes_calls += 1  # every attempt, failed or not
+        self._raise_if_set("list")
+        if not self.search_enabled and self._old_server:
+            return []  # before 7.1, $listSearchIndexes off Atlas "returns an empty result"
         self._check_enabled()
-        self.list_search_indexes_calls += 1
         by_name = self.indexes.get(coll_name, {})
         return [index.poll() for index in by_name.values() if name is None or index.name == name]
 
     def update_index(self, db: Any, coll_name: str, name: str, definition: Mapping[str, Any]) -> None:
+        self._raise_if_set("update")
         self._check_enabled()
+        self.update_calls += 1
+        if self.updates_fail:
+            raise _fail(f"Failed to update search index {name!r} (fake: updates fail, as on Atlas Local)", 8)
         if coll_name not in db.list_collection_names():
             return  # pymongo swallows NamespaceNotFound for updateSearchIndex
         index = self.indexes.get(coll_name, {}).get(name)
@@ -334,9 +474,8 @@ class AtlasSearch:
             _check_definition(latest)
         index.latest_definition = latest
         index.version += 1
-        index.pending_polls = self.queryable_after
-        if self.queryable_after == 0:
-            index._become_ready()
+        index.created_at = datetime.now(timezone.utc)
+        index.start_build(self.queryable_after, self.build_fails)
 
     def drop_index(self, db: Any, coll_name: str, name: str) -> None:
         self._check_enabled()
@@ -348,6 +487,26 @@ class AtlasSearch:
     def forget_collection(self, coll_name: str) -> None:
         """Dropping a collection drops its search indexes."""
         self.indexes.pop(coll_name, None)
+
+    # ------------------------------------------------------------ server commands
+
+    @property
+    def wire_version(self) -> int:
+        assert self.server_version is not None
+        major_minor = _version_tuple(self.server_version)[:2]
+        return 25 if major_minor >= (8, 0) else 21 if major_minor >= (7, 0) else 17
+
+    def command(self, name: Any) -> dict[str, Any]:
+        """``buildInfo`` / ``hello`` of the pretend server (``server_version`` set)."""
+        assert self.server_version is not None
+        cmd = name if isinstance(name, str) else next(iter(name))
+        if cmd == "buildInfo":
+            return {"version": self.server_version, "ok": 1.0}
+        if cmd in ("hello", "isMaster", "ismaster"):
+            return {"isWritablePrimary": True, "maxWireVersion": self.wire_version, "ok": 1.0}
+        if cmd == "ping":
+            return {"ok": 1.0}
+        raise _fail(f"no such command: '{cmd}'", COMMAND_NOT_FOUND)
 
     # ------------------------------------------------------------ aggregation
 
@@ -366,13 +525,21 @@ class AtlasSearch:
         if not pipeline or set(pipeline[0]) != {"$vectorSearch"}:
             return None
         self.vector_search_calls += 1
+        self._raise_if_set("query")
+        if not self.search_enabled and self._old_server:
+            assert self.server_version is not None
+            if _version_tuple(self.server_version) >= (7, 0):
+                raise _fail("$vectorSearch stage is only allowed on MongoDB Atlas", STAGE_ONLY_ON_ATLAS)
+            raise _fail("Unrecognized pipeline stage name: '$vectorSearch'", 40324)
         self._check_enabled("$search and $vectorSearch aggregation stages")
         hits = self._vector_search(db, coll_name, pipeline[0]["$vectorSearch"])
         rest = _replace_score_meta(pipeline[1:])
         with server_semantics():
             run: Any = mongomock.aggregate.process_pipeline
             docs = list(run(hits, db, rest, kwargs.get("session")))
-        return [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
+        out = [{k: v for k, v in doc.items() if k != SCORE_FIELD} for doc in docs]
+        self.outputs.extend(copy.deepcopy(out))
+        return out
 
     def _vector_search(self, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
         if not isinstance(spec, Mapping):
@@ -388,7 +555,10 @@ class AtlasSearch:
             raise _fail('$vectorSearch: "exact" must be a boolean')
         limit = _positive_int(spec, "limit")
         num_candidates: int | None = None
-        if not exact or "numCandidates" in spec:
+        if exact and "numCandidates" in spec:
+            # ExactVectorSearchCriteria.fromBson
+            raise _fail('$vectorSearch: "numCandidates" must be omitted when "exact" is set to true')
+        if not exact:
             if "numCandidates" not in spec:
                 raise _fail('$vectorSearch: "numCandidates" is required when "exact" is false or omitted')
             num_candidates = _positive_int(spec, "numCandidates")
@@ -410,9 +580,7 @@ class AtlasSearch:
             return []  # Atlas: an unknown index (or collection) gives no results, not an error
         if index.type != "vectorSearch":
             raise _fail(f"$vectorSearch: index {index.name!r} is not a vectorSearch index")
-        if not index.queryable:
-            return []
-        fields = index.definition["fields"]
+        fields = index.check_queryable()["fields"]
         vector_fields = {f["path"]: f for f in fields if f["type"] == "vector"}
         filter_paths = {f["path"] for f in fields if f["type"] == "filter"}
         vector_field = vector_fields.get(spec["path"])
@@ -552,14 +720,15 @@ def _scores(query: Any, vectors: list[list[float]], similarity: str) -> tuple[An
         return 1.0 / (1.0 + np.sum((m - query) ** 2, axis=1)), keep
     dots = m @ query
     if similarity == "dotProduct":
-        return (1.0 + dots) / 2.0, keep
+        # Lucene's DOT_PRODUCT scaling clips at 0 (vectors that are not unit length can go below -1).
+        return np.maximum((1.0 + dots) / 2.0, 0.0), keep
     norms = np.linalg.norm(m, axis=1)
     qnorm = float(np.linalg.norm(query))
     # cosine is undefined for zero vectors: Atlas cannot index them; a zero query scores 0.5.
     keep = [i for i in keep if norms[i] > 0]
     cos = np.zeros_like(dots)
     np.divide(dots, norms * qnorm, out=cos, where=(norms * qnorm) > 0)
-    return (1.0 + np.clip(cos, -1.0, 1.0)) / 2.0, keep
+    return np.maximum((1.0 + np.clip(cos, -1.0, 1.0)) / 2.0, 0.0), keep
 
 
 def _check_filter(filt: Mapping[str, Any], filter_paths: set[str]) -> None:
@@ -589,10 +758,7 @@ def _check_condition(path: str, cond: Any) -> None:
                     raise _fail(f"$vectorSearch filter on '{path}': $not takes an operator document")
                 _check_condition(path, operand)
             elif op in ("$in", "$nin"):
-                if not isinstance(operand, list):
-                    raise _fail(f"$vectorSearch filter on '{path}': {op} takes an array")
-                for v in operand:
-                    _check_operand(path, v, in_array=True)
+                _check_in(path, op, operand)
             elif op == "$exists":
                 if not isinstance(operand, bool):
                     raise _fail(f"$vectorSearch filter on '{path}': $exists takes a boolean")
@@ -602,15 +768,45 @@ def _check_condition(path: str, cond: Any) -> None:
         _check_operand(path, cond)
 
 
-def _check_operand(path: str, value: Any, in_array: bool = False) -> None:
-    if value is None or isinstance(value, _FILTERABLE_SCALARS):
-        return
-    if isinstance(value, list) and not in_array:
-        for v in value:
-            _check_operand(path, v, in_array=True)
-        return
+def _value_type(value: Any) -> str:
+    """mongot's ``ValueType`` of an operand (``Value.fromBson``); bool is not a number."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, datetime):
+        return "date"
+    if isinstance(value, ObjectId):
+        return "objectId"
+    if isinstance(value, uuid.UUID) or (isinstance(value, Binary) and value.subtype == 4):
+        return "uuid"
+    if isinstance(value, Binary):
+        raise _fail("$vectorSearch filter: binary value must be UUID subtype 4")
     what = "regular expression" if isinstance(value, (Regex, re.Pattern)) else type(value).__name__
-    raise _fail(f"$vectorSearch filter on '{path}': a {what} value cannot be filtered on")
+    raise _fail(
+        f"$vectorSearch filter: a {what} value cannot be filtered on "
+        "(expected boolean, objectId, number, string, date, uuid, or null)"
+    )
+
+
+def _check_operand(path: str, value: Any) -> None:
+    """One operand of $eq/$ne/ranges: a single value of mongot's types, never an array."""
+    _value_type(value)
+
+
+def _check_in(path: str, op: str, operand: Any) -> None:
+    """mql ``InOperator``: a non-empty array of non-null values, all of one type."""
+    if not isinstance(operand, list) or not operand:
+        raise _fail(f"$vectorSearch filter on '{path}': {op} takes a non-empty array")
+    types = {_value_type(v) for v in operand}
+    if "null" in types:
+        raise _fail(f"$vectorSearch filter on '{path}': {op} values cannot be null")
+    if len(types) > 1:
+        raise _fail(f"$vectorSearch filter on '{path}': {op} must have elements of the same type")
 
 
 # --------------------------------------------------------------------------- sync wrappers
@@ -635,6 +831,18 @@ class AtlasDatabase:
     def mongomock_db(self) -> Any:
         """The mongomock ``Database`` underneath (to seed or inspect data directly)."""
         return self._db
+
+    @property
+    def client(self) -> Any:
+        """mongomock's client, or (with ``server_version``) one that looks like a real server's."""
+        if self._atlas.server_version is None:
+            return self._db.client
+        return AtlasClient(self._db.client, self._atlas)
+
+    def command(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._atlas.server_version is None:
+            return self._db.command(command, *args, **kwargs)
+        return self._atlas.command(command)
 
     def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AtlasCollection:
         return AtlasCollection(self._db.get_collection(name, *args, **kwargs), self)
@@ -730,6 +938,46 @@ class AtlasCollection:
         return f"AtlasCollection({self._coll!r})"
 
 
+def _client_bulk_write(client: Any, atlas: AtlasSearch, models: Sequence[Any], verbose: bool) -> Any:
+    """MongoClient.bulk_write on mongomock: each model on its ``db.coll``, unordered."""
+    if atlas.wire_version < 25:
+        raise InvalidOperation("MongoClient.bulk_write requires MongoDB server version 8.0+ (wire version 25)")
+    errors: list[dict[str, Any]] = []
+    deleted: dict[int, Any] = {}
+    total = 0
+    for i, model in enumerate(models):
+        db_name, _, coll_name = str(model._namespace).partition(".")
+        try:
+            res = client[db_name][coll_name].bulk_write([model], ordered=True)
+        except mongomock.BulkWriteError as exc:
+            for err in exc.details.get("writeErrors", []):
+                errors.append({"idx": i, "code": err.get("code", 2), "errmsg": err.get("errmsg", str(exc))})
+            continue
+        if res.deleted_count or type(model).__name__.startswith("Delete"):
+            deleted[i] = SimpleNamespace(deleted_count=res.deleted_count)
+            total += res.deleted_count
+    if errors:
+        raise ClientBulkWriteException({"writeErrors": errors, "writeConcernErrors": [], "error": None}, verbose)
+    return SimpleNamespace(
+        deleted_count=total, delete_results=deleted if verbose else None, has_verbose_results=verbose
+    )
+
+
+class AtlasClient:
+    """mongomock's client posing as a real one (``server_version`` set): answers a
+    client-level ``bulk_write`` on 8.0+; everything else is delegated."""
+
+    def __init__(self, client: Any, atlas: AtlasSearch) -> None:
+        self._client = client
+        self._atlas = atlas
+
+    def bulk_write(self, models: Sequence[Any], *args: Any, verbose_results: bool = False, **kwargs: Any) -> Any:
+        return _client_bulk_write(self._client, self._atlas, models, verbose_results)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 def atlas_collection(db_name: str = "test", coll_name: str = "memories", **search_opts: Any) -> AtlasCollection:
     """A collection of a fresh fake Atlas database (``search_opts`` go to ``AtlasSearch``)."""
     patch_mongomock()
@@ -765,6 +1013,17 @@ class AsyncAtlasDatabase:
     def mongomock_db(self) -> Any:
         """The mongomock ``Database`` underneath (shared data; to seed or inspect directly)."""
         return self._db.delegate
+
+    @property
+    def client(self) -> Any:
+        if self._atlas.server_version is None:
+            return self._db.client
+        return AsyncAtlasClient(self._db.delegate.client, self._atlas)
+
+    async def command(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._atlas.server_version is None:
+            return await self._db.command(command, *args, **kwargs)
+        return self._atlas.command(command)
 
     def get_collection(self, name: str, *args: Any, **kwargs: Any) -> AsyncAtlasCollection:
         return AsyncAtlasCollection(self._db.get_collection(name, *args, **kwargs), self)
@@ -852,6 +1111,17 @@ class AsyncAtlasCollection:
 
     def __repr__(self) -> str:
         return f"AsyncAtlasCollection({self._coll.name!r})"
+
+
+class AsyncAtlasClient:
+    """The async twin of ``AtlasClient`` (on the mongomock client underneath)."""
+
+    def __init__(self, client: Any, atlas: AtlasSearch) -> None:
+        self._client = client  # the sync mongomock client: the data is shared
+        self._atlas = atlas
+
+    async def bulk_write(self, models: Sequence[Any], *args: Any, verbose_results: bool = False, **kwargs: Any) -> Any:
+        return _client_bulk_write(self._client, self._atlas, models, verbose_results)
 
 
 def async_atlas_collection(

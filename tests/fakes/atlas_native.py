@@ -254,9 +254,9 @@ def _auto_vector_search(atlas: Any, db: Any, coll_name: str, spec: Mapping[str, 
         if num_candidates > MAX_NUM_CANDIDATES or limit > num_candidates:
             raise _fail('$vectorSearch: "limit" <= "numCandidates" <= 10000 is required')
     index = atlas.indexes.get(coll_name, {}).get(spec["index"])
-    if index is None or coll_name not in db.list_collection_names() or not index.queryable:
+    if index is None or coll_name not in db.list_collection_names():
         return []
-    fields = index.definition["fields"]
+    fields = index.check_queryable()["fields"]  # the serving definition; code 8 before the first build
     auto = {f["path"]: f for f in fields if f["type"] == "autoEmbed"}
     field = auto.get(spec["path"])
     if field is None:
@@ -290,9 +290,10 @@ def _auto_vector_search(atlas: Any, db: Any, coll_name: str, spec: Mapping[str, 
 
 
 def _mapped(index: Any, path: str, kind: str) -> bool:
-    spec = (index.definition.get("mappings") or {}).get("fields", {}).get(path)
+    definition = index.check_queryable()  # queries run on the serving definition
+    spec = (definition.get("mappings") or {}).get("fields", {}).get(path)
     types = spec if isinstance(spec, list) else [spec] if spec else []
-    return any(t.get("type") == kind for t in types) or bool(index.definition["mappings"].get("dynamic"))
+    return any(t.get("type") == kind for t in types) or bool(definition["mappings"].get("dynamic"))
 
 
 def _search(atlas: Any, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:

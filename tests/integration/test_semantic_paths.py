@@ -114,7 +114,7 @@ def test_setup_creates_updates_and_waits_for_the_index(caplog: pytest.LogCapture
 def test_setup_wait_is_bounded() -> None:
     coll = atlas_collection(queryable_after=10_000)
     store = MongoStore(coll, index=text_index(emb(), ["text"], setup_timeout=0.5))
-    with pytest.raises(VectorIndexError, match="not queryable after"):
+    with pytest.raises(VectorIndexError, match="not ready on the wanted definition after"):
         store.setup()
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import inspect
 import math
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from bson.binary import Binary
 from fakes.atlas import (
     AsyncAtlasCollection,
     AtlasCollection,
@@ -154,7 +156,8 @@ class Fake:
         """(raw hits, [(item key, score), ...]) of one pipeline run."""
         (out,) = await self.aggregate(stages)
         hits = out["hits"][0]["n"] if out["hits"] else 0
-        return hits, [(doc["item"]["key"], doc["score"]) for doc in out["page"]]
+        # the page holds item ids and scores only; the store fetches the items afterwards
+        return hits, [(doc["_id"].rsplit("\x00", 1)[1], doc["score"]) for doc in out["page"]]
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -433,17 +436,21 @@ async def test_build_takes_some_polls(make: Any) -> None:
     fake = Fake(items.database[VECTORS])
     await fake.create_index()
 
-    _, page = await fake.page(pipeline())
-    assert page == []  # not queryable yet: no results
+    # mongot refuses queries before the first build is done (code 8, as mongod reports it)
+    with pytest.raises(OperationFailure, match=r"cannot query vector index .* while in state NOT_STARTED") as exc:
+        await fake.page(pipeline())
+    assert exc.value.code == 8
     states = [(d["status"], d["queryable"]) for _ in range(3) for d in await fake.list_indexes(INDEX)]
-    assert states == [("BUILDING", False), ("BUILDING", False), ("READY", True)]
+    assert states == [("PENDING", False), ("BUILDING", False), ("READY", True)]
     _, page = await fake.page(pipeline())
     assert len(page) == 3
 
-    # An update rebuilds; the old definition keeps answering meanwhile.
+    # An update rebuilds: BUILDING, queryable, the NEW latestDefinition; the old one answers.
     await fake.call("update_search_index", INDEX, vector_index_definition(3, "euclidean", ["kind"]))
     (doc,) = await fake.list_indexes(INDEX)
     assert (doc["status"], doc["queryable"]) == ("BUILDING", True)
+    assert doc["latestDefinition"]["fields"][0]["similarity"] == "euclidean"
+    assert doc["latestDefinitionVersion"]["version"] == 1
     _, page = await fake.page(pipeline())
     assert page[0][1] == pytest.approx(1.0)
     fake.atlas.finish_builds()
@@ -494,3 +501,141 @@ async def test_async_wrapper_looks_like_pymongo_async() -> None:
     assert coll.database["other"].atlas is coll.atlas
     assert inspect.iscoroutinefunction(coll.list_search_indexes)
     assert await (await coll.list_search_indexes()).to_list() == []
+
+
+# --------------------------------------------------------------------------- mongot's rules (issue 10)
+
+
+async def test_exact_refuses_num_candidates(indexed: Fake) -> None:
+    stages = pipeline()
+    stages[0]["$vectorSearch"]["exact"] = True
+    with pytest.raises(OperationFailure, match='"numCandidates" must be omitted when "exact" is set to true'):
+        await indexed.aggregate(stages)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"value.kind": {"$eq": ["food"]}}, "cannot be filtered on"),  # arrays are not operands
+        ({"value.kind": ["food"]}, "cannot be filtered on"),
+        ({"value.kind": Binary(b"x", 0)}, "UUID subtype 4"),
+        ({"value.kind": {"$in": ["food", 1]}}, "must have elements of the same type"),
+        ({"value.kind": {"$in": [True, 1]}}, "must have elements of the same type"),  # bool is not a number
+        ({"value.kind": {"$in": ["food", None]}}, "cannot be null"),
+        ({"value.kind": {"$in": []}}, "non-empty array"),
+    ],
+)
+async def test_operands_follow_mongot(indexed: Fake, bad: dict[str, Any], message: str) -> None:
+    stages = pipeline()
+    stages[0]["$vectorSearch"]["filter"] = bad
+    with pytest.raises(OperationFailure, match=message):
+        await indexed.aggregate(stages)
+
+
+async def test_operands_mongot_accepts(indexed: Fake) -> None:
+    for ok in (
+        {"value.kind": {"$eq": None}},
+        {"value.kind": {"$in": [1, 2.5]}},  # int and double are one type: number
+        {"value.kind": {"$ne": uuid.uuid4()}},
+        {"value.kind": Binary(uuid.uuid4().bytes, 4)},
+        {"value.kind": {"$gt": datetime(2024, 1, 1, tzinfo=timezone.utc)}},
+    ):
+        stages = pipeline()
+        stages[0]["$vectorSearch"]["filter"] = ok
+        await indexed.aggregate(stages)
+
+
+async def test_dot_product_scores_clip_at_zero(fake: Fake) -> None:
+    await fake.create_index("dotProduct")
+    docs = await fake.aggregate(
+        [
+            {"$vectorSearch": {"index": INDEX, "path": "embedding", "queryVector": [-3.0, 0.0, 0.0],
+                               "exact": True, "limit": 10}},
+            {"$project": {"_id": 0, "item_id": 1, "s": {"$meta": "vectorSearchScore"}}},
+        ]
+    )
+    scores = {d["item_id"].rsplit("\x00", 1)[1]: d["s"] for d in docs}
+    assert scores["k1"] == 0.0  # (1 + -3) / 2 = -1, clipped (Lucene DOT_PRODUCT scaling)
+    assert scores["k3"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("state", ["PENDING", "BUILDING", "FAILED"])
+async def test_hold_a_first_build_in_each_unqueryable_state(fake: Fake, state: str) -> None:
+    fake.atlas.queryable_after = 10**6
+    await fake.create_index()
+    fake.atlas.hold(state)
+    (doc,) = await fake.list_indexes(INDEX)
+    assert (doc["status"], doc["queryable"]) == (state, False)
+    internal = {"PENDING": "NOT_STARTED", "BUILDING": "INITIAL_SYNC", "FAILED": "FAILED"}[state]
+    with pytest.raises(OperationFailure, match=f"while in state {internal}") as exc:
+        await fake.aggregate(pipeline())
+    assert exc.value.code == 8
+    fake.atlas.hold("READY")
+    (doc,) = await fake.list_indexes(INDEX)
+    assert (doc["status"], doc["queryable"]) == ("READY", True)
+    assert len((await fake.page(pipeline()))[1]) == 3
+
+
+async def test_a_held_rebuild_serves_the_old_definition_until_released(indexed: Fake) -> None:
+    indexed.atlas.queryable_after = 10**6
+    await indexed.call("update_search_index", INDEX, vector_index_definition(3, "cosine", ["kind", "text"]))
+    indexed.atlas.hold("BUILDING")
+    (doc,) = await indexed.list_indexes(INDEX)
+    assert (doc["status"], doc["queryable"]) == ("BUILDING", True)
+    with pytest.raises(OperationFailure, match="needs to be indexed as filter"):  # the new field is not served yet
+        await indexed.aggregate(pipeline(filter={"text": {"$in": ["sushi"]}}, filter_fields=("text",)))
+    indexed.atlas.release()
+    (doc,) = await indexed.list_indexes(INDEX)
+    assert doc["status"] == "READY"
+    _, page = await indexed.page(pipeline(filter={"text": {"$in": ["x"]}}, filter_fields=("text",)))
+    assert page == []  # accepted now (no vector document has value.text)
+
+
+async def test_a_failed_rebuild_keeps_serving(indexed: Fake) -> None:
+    indexed.atlas.build_fails = True
+    await indexed.call("update_search_index", INDEX, vector_index_definition(3, "euclidean", ["kind"]))
+    (doc,) = await indexed.list_indexes(INDEX)
+    assert (doc["status"], doc["queryable"]) == ("FAILED", True)
+    assert "fake failure" in doc["statusDetail"][0]["message"]
+    _, page = await indexed.page(pipeline())
+    assert page[0][1] == pytest.approx(1.0)  # still cosine
+
+
+async def test_updates_can_fail_as_on_atlas_local(indexed: Fake) -> None:
+    indexed.atlas.updates_fail = True
+    with pytest.raises(OperationFailure, match="updates fail"):
+        await indexed.call("update_search_index", INDEX, vector_index_definition(3, "euclidean", ["kind"]))
+
+
+@pytest.mark.parametrize("make", [atlas_collection, async_atlas_collection])
+async def test_server_mode_answers_server_commands(make: Any) -> None:
+    from pymongo import DeleteMany, UpdateOne
+
+    coll = make(server_version="8.0.4")
+    db = coll.database
+    info = db.command("buildInfo")
+    hello = db.command("hello")
+    if inspect.isawaitable(info):
+        info, hello = await info, await hello
+    assert info["version"] == "8.0.4" and hello["maxWireVersion"] == 25
+    models = [
+        UpdateOne({"_id": 1}, {"$set": {"a": 1}}, upsert=True, namespace="test.memories"),
+        UpdateOne({"_id": 1}, {"$set": {"a": 1}}, upsert=True, namespace="test.other"),
+        DeleteMany({"_id": 1}, namespace="test.other"),
+    ]
+    res = await Fake._resolve(db.client.bulk_write(models, verbose_results=True))
+    assert res.deleted_count == 1 and res.delete_results[2].deleted_count == 1
+    assert db.mongomock_db["memories"].count_documents({}) == 1
+
+
+async def test_an_old_server_without_search_lists_nothing() -> None:
+    coll = atlas_collection(search_enabled=False, server_version="7.0.1")
+    assert list(coll.list_search_indexes()) == []  # SERVER-78831: no error before 7.1
+    coll.database.create_collection("memories")
+    with pytest.raises(OperationFailure) as exc:
+        coll.create_search_index({"name": "i", "type": "vectorSearch",
+                                  "definition": vector_index_definition(3, "cosine", [])})
+    assert exc.value.code == 115
+    with pytest.raises(OperationFailure) as exc:
+        coll.aggregate(pipeline())
+    assert exc.value.code == 6047401

@@ -27,7 +27,7 @@ class StubClient:
         self.calls: list[tuple[list[Any], bool]] = []
         self.error = error
 
-    def bulk_write(self, models: list[Any], ordered: bool = True) -> Any:
+    def bulk_write(self, models: list[Any], ordered: bool = True, verbose_results: bool = False) -> Any:
         self.calls.append((models, ordered))
         if self.error:
             raise self.error
@@ -64,7 +64,7 @@ def requests() -> tuple[WriteRequest, ...]:
 
 def io_with(client: StubClient, client_bulk: bool, items_error: Exception | None = None) -> SyncIO:
     io = SyncIO(StubCollection("memories", client, items_error), StubCollection("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
+    io.caps = io.server = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
     return io
 
 
@@ -101,7 +101,7 @@ def test_the_two_bulk_writes_run_at_once_on_a_real_driver() -> None:
 
     client = StubClient()
     io = SyncIO(Concurrent("memories", client), Concurrent("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
+    io.caps = io.server = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
     assert io.execute(Write(requests())).errors == []
 
 
@@ -206,3 +206,65 @@ def test_sync_driver_overlaps_parallel_reads_on_a_real_driver() -> None:
     io = SyncIO(ThreadedCollection("memories", client), None, None)  # type: ignore[arg-type]
     answers = io.execute(Parallel(tuple(Find("items", {"n": i}) for i in range(3))))
     assert answers == [[{"n": 0}], [{"n": 1}], [{"n": 2}]]
+
+
+# --------------------------------------------------------------------------- issue 10
+
+
+class RacingDatabase:
+    """Another process creates the collection between our check and our create."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def list_collection_names(self) -> list[str]:
+        return []
+
+    def create_collection(self, name: str) -> None:
+        raise self.error
+
+
+class AsyncRacingDatabase(RacingDatabase):
+    async def list_collection_names(self) -> list[str]:  # type: ignore[override]
+        return []
+
+    async def create_collection(self, name: str) -> None:
+        raise self.error
+
+
+class RacingCollection:
+    def __init__(self, database: RacingDatabase) -> None:
+        self.name = "memories_vectors"
+        self.database = database
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_collection_created_concurrently_is_fine(is_async: bool) -> None:
+    from pymongo.errors import OperationFailure
+
+    from mongostore._steps import EnsureCollection
+
+    async def ensure(error: Exception) -> None:
+        db = AsyncRacingDatabase(error) if is_async else RacingDatabase(error)
+        vectors = RacingCollection(db)
+        if is_async:
+            await AsyncIO(vectors, vectors, None).execute(EnsureCollection("vectors"))
+        else:
+            SyncIO(vectors, vectors, None).execute(EnsureCollection("vectors"))  # type: ignore[arg-type]
+
+    await ensure(OperationFailure("Collection already exists. NS: db.memories_vectors", 48))
+    with pytest.raises(OperationFailure, match="not authorized"):
+        await ensure(OperationFailure("not authorized", 13))
+
+
+def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
+    from pymongo.errors import OperationFailure
+
+    from mongostore._plan import is_no_search_error
+
+    assert is_no_search_error(TypeError("mongomock has no such stage"), fake=True)
+    assert not is_no_search_error(TypeError("a driver bug"), fake=False)
+    assert not is_no_search_error(AttributeError("a driver bug"), fake=False)
+    assert is_no_search_error(OperationFailure("no code at all"), fake=False)  # code None: no search
+    building = OperationFailure("cannot query vector index {} while in state INITIAL_SYNC", 8)
+    assert not is_no_search_error(building, fake=False)  # building is not "no search"

@@ -373,11 +373,17 @@ def run_probe(answers: dict[str, Any], **kw: Any) -> tuple[list[Step], Any]:
         return steps, stop.value
 
 
+READY_INDEX = {"name": "mongostore_vectors", "status": "READY", "queryable": True}
+
+
 def test_probe_an_atlas_8_server() -> None:
-    answers = {"buildInfo": {"version": "8.0.4"}, "hello": {"maxWireVersion": 25}, "ListSearchIndexes": []}
-    steps, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+    answers = {"buildInfo": {"version": "8.0.4"}, "hello": {"maxWireVersion": 25}, "ListSearchIndexes": [READY_INDEX]}
+    steps, caps = run_probe(
+        answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True, index_name="mongostore_vectors"
+    )
     assert [type(s).__name__ for s in steps] == ["ServerCommand", "ServerCommand", "ListSearchIndexes"]
     assert (caps.server_version, caps.vector_search, caps.client_bulk_write) == ("8.0.4", True, True)
+    assert (caps.search_commands, caps.index_status, caps.recheck) == (True, "READY", False)
 
 
 @pytest.mark.parametrize("code", [31082, 6047401, 115, 59, 40324])
@@ -408,5 +414,11 @@ def test_probe_of_a_fake_or_a_forced_mode_asks_less() -> None:
     )
     assert [type(s).__name__ for s in steps] == ["ListSearchIndexes"]  # mongomock answers no server commands
     assert not caps.vector_search and not caps.client_bulk_write
-    steps, caps = run_probe({}, fake=True, has_vectors=True, mode="atlas", has_client_bulk=False)
-    assert steps == [] and caps.vector_search and "set in index config" in caps.detail
+    # forced atlas: the index list is read (to refuse a missing index), but its failure is not fatal
+    steps, caps = run_probe(
+        {"ListSearchIndexes": TypeError("x")}, fake=True, has_vectors=True, mode="atlas", has_client_bulk=False
+    )
+    assert [type(s).__name__ for s in steps] == ["ListSearchIndexes"]
+    assert caps.vector_search and "set in index config" in caps.detail
+    steps, caps = run_probe({}, fake=True, has_vectors=True, mode="local", has_client_bulk=False)
+    assert steps == [] and not caps.vector_search
