@@ -139,7 +139,7 @@ def test_write_errors_become_one_write_error_naming_namespace_and_key() -> None:
     with pytest.raises(WriteError) as info:
         run_sync(batch_plan([PutOp(("a",), "k1", {"v": 1}), PutOp(("a",), "k2", {"v": 2})], ctx), io)
     assert info.value.failures == [(("a",), "k1", "rejected")]
-    assert "namespace ('a',), key 'k1': rejected" in str(info.value)
+    assert "namespace ('a',), key 'k1': not stored: rejected" in str(info.value)
     assert "the rest of the batch was applied" in str(info.value)
 
 
