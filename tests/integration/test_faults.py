@@ -22,7 +22,7 @@ from conftest import ASYNC_BACKENDS, MakeStore, StoreAPI, text_index
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 from pymongo.errors import AutoReconnect, BulkWriteError
 
-from mongostore import AsyncMongoStore, InvalidValueError, WriteError
+from mongostore import AsyncMongoStore, InvalidValueError, MongoStore, WriteError
 from mongostore.embeddings import HashingEmbeddings
 
 CALLS = frozenset({"find", "aggregate", "bulk_write", "count_documents"})
@@ -363,3 +363,81 @@ async def test_calls_langgraph_allows_succeed_among_many(make_store: MakeStore) 
     assert results[52] is None and results[53] == [] and results[54] == []  # reads see the state before
     assert len(await store.asearch(("t",), limit=100)) == 50
     assert (await store.aget(("t", "list"), "k")).value == {"v": "list"}  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- hashes listed, vectors missing
+
+
+async def _remove_vectors(api: StoreAPI) -> None:
+    """What the server's TTL monitor (or a racing delete) leaves: the item, no vectors."""
+    coll = api.store.vectors_collection
+    if api.is_async:
+        await coll.delete_many({})
+    else:
+        coll.delete_many({})
+
+
+async def test_items_whose_vectors_vanished_are_unscored_counted_and_repaired(make_semantic_store: MakeStore) -> None:
+    """refresh_on_read can revive an item whose vectors the TTL monitor already removed, and a
+    delete or sweep can land between a re-put's hash read and its write: either way the item
+    lists hashes with no vectors. It is returned unscored, counted, and its next put re-embeds."""
+    emb = HashingEmbeddings(384)
+    api = await make_semantic_store(index=text_index(emb, ["text"]))
+    if _is_real(api):
+        pytest.skip("the vectors are removed behind the store's back on the fakes")
+    await api.put(("u",), "k", {"text": "pizza with cheese"})
+    await api.put(("u",), "other", {"text": "sushi rolls"})
+    await _remove_vectors(api)
+    found = await api.search(("u",), query="pizza")
+    assert sorted((i.key, i.score) for i in found) == [("k", None), ("other", None)]
+    assert (await api.status())["items_missing_vectors"] == 2
+    emb.reset_counters()
+    await api.put(("u",), "k", {"text": "pizza with cheese"})  # same text: re-embedded all the same
+    assert emb.calls == 1
+    top = (await api.search(("u",), query="pizza"))[0]
+    assert top.key == "k" and top.score is not None and top.score > 0.5
+    assert (await api.status())["items_missing_vectors"] == 1
+
+
+def test_a_delete_racing_a_re_put_leaves_a_repairable_item() -> None:
+    """The interleaving itself: the re-put reads the stored hashes, a delete lands, the re-put writes."""
+    from mongostore._mongomock import in_memory_collection
+
+    emb = HashingEmbeddings(64)
+    items = in_memory_collection(collection_name="race")
+    vectors = items.database["race_vectors"]
+    store = MongoStore(items, index=text_index(emb, ["text"]))
+    store.setup()
+    store.put(("u",), "k", {"text": "pizza"})
+
+    class ReadCursor(list[Any]):
+        def batch_size(self, n: int) -> ReadCursor:
+            return self
+
+    class DeleteAfterHashRead:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self.armed = True
+
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(self._inner, name)
+            if name != "find":
+                return attr
+
+            def find(filter: Any, *a: Any, **kw: Any) -> Any:
+                docs = list(attr(filter, *a, **kw))
+                if self.armed and "item_id" in filter:  # the re-put's read of stored hashes
+                    self.armed = False
+                    MongoStore(items, index=text_index(emb, ["text"])).delete(("u",), "k")
+                return ReadCursor(docs)
+
+            return find
+
+    racing = MongoStore(items, index=text_index(emb, ["text"]), vectors_collection=DeleteAfterHashRead(vectors))
+    racing.put(("u",), "k", {"text": "pizza"})  # unchanged text: only a retag of vectors now gone
+    assert vectors.count_documents({}) == 0 and items.count_documents({}) == 1
+    assert [(i.key, i.score) for i in store.search(("u",), query="pizza")] == [("k", None)]
+    assert store.status()["items_missing_vectors"] == 1
+    store.put(("u",), "k", {"text": "pizza"})
+    assert store.search(("u",), query="pizza")[0].score == pytest.approx(1.0)
+    assert store.status()["items_missing_vectors"] == 0
