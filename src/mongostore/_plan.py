@@ -280,13 +280,19 @@ class BatchOutcome:
     failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
     stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
     write_error: Exception | None = None
+    refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
 
-    def error_for(self, op: Op) -> Exception | None:
-        """The exception one op's caller must see, or None when its op succeeded."""
+    def error_for(self, pos: int, op: Op) -> Exception | None:
+        """The exception the caller of op ``pos`` must see, or None when its op succeeded.
+
+        A write that failed as a whole concerns the puts and deletes, and the reads whose
+        TTL refresh was part of it; a per-item rejection concerns that item's put only
+        (a failed refresh of one item is logged, as in the sync store).
+        """
+        if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
+            return self.write_error
         if not isinstance(op, PutOp):
             return None
-        if self.write_error is not None:
-            return self.write_error
         target = (op.namespace, op.key)
         if target in self.failures:
             return WriteError([(*target, self.failures[target])], self.stored & {target})
@@ -392,12 +398,16 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
     refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl
 
-    def note_refresh(docs: list[dict[str, Any]], wanted: bool, id_of: Any) -> None:
+    refreshers: dict[str, list[int]] = {}  # item id -> positions of the reads that refresh it
+
+    def note_refresh(docs: list[dict[str, Any]], wanted: bool, id_of: Any, pos: int) -> None:
         if not wanted:
             return
         for doc in docs:
             if doc.get("ttl_minutes") is not None:
-                refresh[id_of(doc)] = float(doc["ttl_minutes"])
+                iid = id_of(doc)
+                refresh[iid] = float(doc["ttl_minutes"])
+                refreshers.setdefault(iid, []).append(pos)
 
     if gets:
         by_id = {doc["_id"]: doc for doc in answers.pop()}
@@ -405,7 +415,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             found = by_id.get(item_id(gop.namespace, gop.key))
             results[pos] = doc_to_item(found) if found else None
             if found:
-                note_refresh([found], gop.refresh_ttl, lambda d: d["_id"])
+                note_refresh([found], gop.refresh_ttl, lambda d: d["_id"], pos)
     first_answers: dict[int, Any] = {}  # search position -> its local candidates or its first Atlas page
     for s in searches:
         if s.op.limit == 0:
@@ -413,7 +423,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif not s.semantic:
             docs = answers.pop()
             results[s.pos] = [doc_to_search_item(d) for d in docs]
-            note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+            note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos)
         elif use_atlas:
             first_answers[s.pos] = answers.pop()
         else:
@@ -447,7 +457,9 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         else:
             docs_scores = yield from _local_search(s, index, first_answers[s.pos])
         results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
-        note_refresh([d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+        note_refresh(
+            [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
+        )
 
     # ---- 4. one write: TTL refreshes, then vectors, then items ---------------------------
     # The write time is read now, after the reads and the embedding call. Each put gets
@@ -493,7 +505,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
                 requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, now, p.ttl))
         item_requests.append(q.put_item_request(p.namespace, p.key, p.value, now, p.ttl, hashes))
     requests.extend(item_requests)
-    outcome = BatchOutcome(results)
+    outcome = BatchOutcome(results, refreshing={p for iid in refresh for p in refreshers[iid]})
     if requests:
         try:
             written: WriteOutcome = yield Write(tuple(requests))

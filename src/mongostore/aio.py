@@ -257,8 +257,8 @@ async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weak
     does). When the server rejects some writes, each put or delete whose write failed
     (and every caller whose op was collapsed into it) gets a ``WriteError`` naming its
     item; a write that failed as a whole (network, write concern) fails the puts and
-    deletes only. Reads are answered either way; an error before the write (a read or
-    the embedder) fails every caller of the batch.
+    deletes, and the reads whose TTL refresh it carried; the other reads are answered.
+    An error before the write (a read or the embedder) fails every caller of the batch.
     """
     while item := await queue.get():
         items = [item]
@@ -284,7 +284,7 @@ async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weak
                 if fut.done():
                     continue
                 ix = listen[n] if listen is not None else n
-                error = outcome.error_for(ops[ix])
+                error = outcome.error_for(ix, ops[ix])
                 if error is not None:
                     fut.set_exception(error)
                 else:

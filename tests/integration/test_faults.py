@@ -441,3 +441,25 @@ def test_a_delete_racing_a_re_put_leaves_a_repairable_item() -> None:
     store.put(("u",), "k", {"text": "pizza"})
     assert store.search(("u",), query="pizza")[0].score == pytest.approx(1.0)
     assert store.status()["items_missing_vectors"] == 0
+
+
+async def test_a_refresh_that_was_not_acknowledged_is_reported(make_store: MakeStore) -> None:
+    """A TTL refresh is a write: a write-concern error on it reaches the reader that caused
+    it (sync: the batch's caller), while a read of the same batch without one is answered."""
+    calls = Calls()
+    api = await faulty_store(make_store, calls, indexed=False)
+    await api.put(("t",), "ttl", {"v": 1}, ttl=60)
+    await api.put(("t",), "plain", {"v": 2})
+    calls.arm(1, "write-concern")  # call 0: the gets' find; call 1: the refresh's bulk write
+    if api.is_async:
+        store = api.store
+        assert isinstance(store, AsyncMongoStore)
+        refreshed, plain = await asyncio.gather(
+            store.aget(("t",), "ttl"), store.aget(("t",), "plain"), return_exceptions=True
+        )
+        assert isinstance(refreshed, BulkWriteError)
+        assert plain is not None and plain.value == {"v": 2}  # type: ignore[union-attr]
+    else:
+        with pytest.raises(BulkWriteError):
+            await api.batch([GetOp(("t",), "ttl"), GetOp(("t",), "plain")])
+    assert calls.injected
