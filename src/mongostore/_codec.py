@@ -15,18 +15,25 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
-from langgraph.store.base import Item, SearchItem, get_text_at_path
+from langgraph.store.base import InvalidNamespaceError, Item, SearchItem, get_text_at_path
 
 from mongostore.errors import InvalidValueError
 
-# 16 MiB is the server's document limit; keep room for our own metadata fields.
-MAX_VALUE_BYTES = 16 * 1024 * 1024 - 64 * 1024
+# The server's document limit; an item document also holds the key, the namespace
+# twice (array and path), the dates and the text hashes, all counted by item_doc_size().
+MAX_DOC_BYTES = 16 * 1024 * 1024
+# Room for the fields item_doc_size() does not encode (dates, depth, TTL): 1 KiB is plenty.
+DOC_OVERHEAD = 1024
+MAX_VALUE_BYTES = MAX_DOC_BYTES - DOC_OVERHEAD
+# The server refuses documents nested deeper than 100 levels; the stored document is
+# one level and ``value`` another, so the value's own containers may nest 98 deep.
+MAX_VALUE_DEPTH = 98
 
 ITEM_PROJECTION = {
     "_id": 0,
@@ -37,6 +44,29 @@ ITEM_PROJECTION = {
     "updated_at": 1,
     "ttl_minutes": 1,
 }
+
+
+def as_namespace(namespace: Any, what: str = "namespace") -> tuple[str, ...]:
+    """Any sequence of labels as a tuple (PostgresStore and SqliteStore take lists too).
+
+    A ``str`` is a sequence of characters, not of labels: refused. Label rules
+    themselves are LangGraph's (``validate_op_namespace``); this only fixes the type,
+    once, at the edge, so caches and dict keys downstream always see tuples.
+    """
+    if isinstance(namespace, tuple):
+        return namespace
+    if isinstance(namespace, (str, bytes)) or not isinstance(namespace, Sequence):
+        raise InvalidNamespaceError(f"a {what} must be a tuple (or list) of labels, got {namespace!r}")
+    return tuple(namespace)
+
+
+def unencodable(text: str) -> bool:
+    """True for strings BSON cannot hold (lone surrogates are not valid UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -91,8 +121,10 @@ def doc_to_search_item(doc: Mapping[str, Any], score: float | None = None) -> Se
     )
 
 
-def _bad_field_name(obj: Any, where: str = "value") -> str | None:
-    """The first field name MongoDB would refuse to store, described, or None."""
+def _bad_field_name(obj: Any, where: str = "value", depth: int = 0) -> str | None:
+    """The first field name (or string, or nesting) MongoDB would refuse, described, or None."""
+    if isinstance(obj, (Mapping, list, tuple)) and depth > MAX_VALUE_DEPTH:
+        return f"{where} nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per document"
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             if not isinstance(k, str):
@@ -101,15 +133,35 @@ def _bad_field_name(obj: Any, where: str = "value") -> str | None:
                 return f"field name {k!r} in {where} starts with '$'"
             if "\x00" in k:
                 return f"field name {k!r} in {where} contains a NUL byte"
-            found = _bad_field_name(v, f"{where}.{k}")
+            if unencodable(k):
+                return f"field name {k!r} in {where} is not valid UTF-8 (a lone surrogate)"
+            found = _bad_field_name(v, f"{where}.{k}", depth + 1)
             if found:
                 return found
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            found = _bad_field_name(v, f"{where}[{i}]")
+            found = _bad_field_name(v, f"{where}[{i}]", depth + 1)
             if found:
                 return found
+    elif isinstance(obj, str) and unencodable(obj):
+        return f"the string at {where} is not valid UTF-8 (a lone surrogate)"
     return None
+
+
+def item_doc_size(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], hashes: Sequence[str] = ()) -> int:
+    """BSON bytes of an item document's variable part: _id, namespace, path, key, value, hashes."""
+    return len(
+        bson.encode(
+            {
+                "_id": item_id(namespace, key),
+                "namespace": list(namespace),
+                "path": namespace_path(namespace),
+                "key": key,
+                "value": value,
+                "vectors": list(hashes),
+            }
+        )
+    )
 
 
 def check_value(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, Any]:
@@ -121,12 +173,15 @@ def check_value(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, A
         raise InvalidValueError(namespace, key, bad)
     doc = dict(value)
     try:
-        size = len(bson.encode({"value": doc}))
-    except (InvalidDocument, OverflowError, TypeError) as exc:
+        size = item_doc_size(namespace, key, doc)
+    except (InvalidDocument, OverflowError, TypeError, ValueError) as exc:
         raise InvalidValueError(namespace, key, f"not storable as BSON ({exc})") from exc
     if size > MAX_VALUE_BYTES:
         raise InvalidValueError(
-            namespace, key, f"the value is {size:,} bytes as BSON; MongoDB's limit is 16 MiB per document"
+            namespace,
+            key,
+            f"the item (value, key and namespace) is {size:,} bytes as BSON; "
+            "MongoDB's limit is 16 MiB per document",
         )
     return doc
 

@@ -152,13 +152,26 @@ def _by_collection(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[
 
 
 def _bulk_errors(exc: BulkWriteError, indexes: list[int]) -> list[tuple[int, str]]:
-    return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in exc.details.get("writeErrors", [])]
+    """Per-request errors of an unordered bulk write; anything else is raised.
+
+    A write-concern error (``w: "majority"`` timed out...) means the writes were
+    applied on the primary but not acknowledged as asked: no write of the bulk is
+    known to be durable, so the error goes to the caller, never reported as success.
+    """
+    details: Any = exc.details or {}
+    if details.get("writeConcernErrors") or not details.get("writeErrors"):
+        raise exc
+    return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]]
 
 
 def _client_bulk_errors(exc: ClientBulkWriteException) -> list[tuple[int, str]]:
-    """Per-request errors of an unordered client-level bulk write (every request was tried)."""
+    """Per-request errors of an unordered client-level bulk write (every request was tried).
+
+    A top-level error (e.g. network) or a write-concern error is not a per-item
+    rejection: raised, as in ``_bulk_errors``.
+    """
     raw: list[Any] = list(exc.write_errors or [])
-    if not raw or exc.error:  # a top-level error (e.g. network) is not a per-item rejection
+    if not raw or exc.error or exc.write_concern_errors:
         raise exc
     return [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
 

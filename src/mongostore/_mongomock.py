@@ -46,7 +46,35 @@ def patch_mongomock() -> None:
         return original_create_index(self, key_or_list if key_or_list is not None else keys, *args, **kwargs)
 
     Collection.create_index = create_index  # type: ignore[method-assign]
+    _patch_date_add()
     _patched = True
+
+
+def _patch_date_add() -> None:
+    """``{"$add": [<date>, <milliseconds>]}`` in expressions (item writes' update pipeline).
+
+    MongoDB adds numbers to a date as milliseconds; mongomock 4.3's ``$add`` asserts
+    that every operand is a number. Only ``$add`` with a date operand is changed.
+    """
+    import datetime
+
+    from mongomock import aggregate
+
+    original: Any = aggregate._Parser._handle_arithmetic_operator
+
+    @functools.wraps(original)
+    def handle(self: Any, operator: str, values: Any) -> Any:
+        if operator == "$add" and isinstance(values, (list, tuple)):
+            parsed = list(self.parse_many(values))
+            dates = [v for v in parsed if isinstance(v, datetime.datetime)]
+            if dates:
+                if any(v is None for v in parsed) or len(dates) > 1:
+                    return None
+                millis = sum(v for v in parsed if not isinstance(v, datetime.datetime))
+                return dates[0] + datetime.timedelta(milliseconds=millis)
+        return original(self, operator, values)
+
+    aggregate._Parser._handle_arithmetic_operator = handle  # type: ignore[method-assign]
 
 
 _FAKE_MODULES = ("mongomock", "mongomock_motor", "pymongo_async_mock")

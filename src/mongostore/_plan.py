@@ -14,22 +14,24 @@ semantic pages; then one ``Write`` with TTL refreshes, vector writes and item wr
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import bson
 import numpy as np
 from langgraph.store.base import (
     GetOp,
+    InvalidNamespaceError,
     ListNamespacesOp,
     Op,
     PutOp,
     Result,
     SearchOp,
-    _validate_namespace,
     validate_op_namespace,
 )
 from pymongo.errors import OperationFailure
@@ -39,12 +41,19 @@ from mongostore import _retrieval, _vectors
 from mongostore import _retrieval_plan as modes
 from mongostore._codec import (
     ITEM_PROJECTION,
+    MAX_DOC_BYTES,
+    MAX_VALUE_BYTES,
+    ancestor_paths,
+    as_namespace,
     check_value,
     doc_to_item,
     doc_to_search_item,
     extract_texts,
+    item_doc_size,
     item_id,
     text_hash,
+    unencodable,
+    vector_id,
 )
 from mongostore._steps import (
     Aggregate,
@@ -67,8 +76,8 @@ from mongostore._steps import (
     Write,
     WriteOutcome,
 )
-from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode
-from mongostore.errors import InvalidFilterError, VectorIndexError, WriteError
+from mongostore.config import MAX_TTL_MINUTES, IndexSettings, TTLSettings, VectorSearchMode
+from mongostore.errors import InvalidFilterError, InvalidValueError, VectorIndexError, WriteError
 
 logger = logging.getLogger("mongostore")
 
@@ -82,19 +91,37 @@ LARGE_BATCH = 100_000
 Plan = Generator[Step, Any, Any]
 
 
+def write_clock() -> datetime:
+    """Now, in UTC, cut to the millisecond BSON dates keep (so date arithmetic stays exact)."""
+    now = datetime.now(timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 @dataclass(frozen=True)
 class PlanContext:
-    """What a plan needs to know about its store; frozen, no I/O handles."""
+    """What a plan needs to know about its store; frozen, no I/O handles.
+
+    ``now`` is the batch's read time (expiry cut-off); ``clock`` is read again when
+    the writes are built, after the reads and the embedding call, so a batch that
+    waited on a slow embedder does not write an older ``updated_at`` than one that
+    started after it.
+    """
 
     items_name: str
     index: IndexSettings | None
     ttl: TTLSettings | None
     now: datetime
+    clock: Callable[[], datetime] = field(default=write_clock, compare=False)
+    vectors_name: str = ""
 
     @property
     def expiry_cutoff(self) -> datetime | None:
         """``now`` when expired items must be hidden (``omit_expired``), else None."""
         return self.now if self.ttl is not None and self.ttl.omit_expired else None
+
+    @property
+    def vectors_collection(self) -> str:
+        return self.vectors_name or f"{self.items_name}_vectors"
 
 
 def is_no_search_error(exc: BaseException, fake: bool = True) -> bool:
@@ -132,19 +159,74 @@ def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
             raise ValueError(f"{type(op).__name__}.{name} must be a non-negative int, got {v!r}")
 
 
+def _check_labels(namespace: tuple[str, ...]) -> None:
+    for label in namespace:
+        if isinstance(label, str) and unencodable(label):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace!r}: it is not valid UTF-8 (a lone surrogate)"
+            )
+
+
+def _check_key(namespace: tuple[str, ...], key: Any) -> None:
+    # LangGraph types keys as str; its public get/put/delete str() them. An op given
+    # straight to batch() with another type would alias its str() (5 and "5"): refused.
+    if not isinstance(key, str):
+        raise InvalidValueError(
+            namespace, repr(key), f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
+            "with str(); ops given to batch() must hold str keys)"
+        )
+    if unencodable(key):
+        raise InvalidValueError(namespace, key, "the key is not valid UTF-8 (a lone surrogate)")
+
+
+def check_ttl(namespace: tuple[str, ...], key: str, ttl: Any) -> None:
+    if ttl is None:
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise InvalidValueError(namespace, key, f"ttl must be a number of minutes or None, got {ttl!r}")
+    if not math.isfinite(ttl) or ttl <= 0 or ttl > MAX_TTL_MINUTES:
+        raise InvalidValueError(
+            namespace, key, f"ttl must be a finite number of minutes in (0, {MAX_TTL_MINUTES:.0f}], got {ttl!r}"
+        )
+
+
+def normalize_op(op: Op) -> Op:
+    """The op with every namespace (and match path) as a tuple; lists are accepted at the edge."""
+    if isinstance(op, (GetOp, PutOp)):
+        ns = as_namespace(op.namespace)
+        return op if ns is op.namespace else op._replace(namespace=ns)
+    if isinstance(op, SearchOp):
+        ns = as_namespace(op.namespace_prefix, "namespace prefix")
+        return op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
+    if isinstance(op, ListNamespacesOp) and op.match_conditions:
+        conds = tuple(
+            c if isinstance(c.path, tuple) else c._replace(path=as_namespace(c.path, "match path"))
+            for c in op.match_conditions
+        )
+        return op._replace(match_conditions=conds)
+    return op
+
+
 def _validate(op: Op) -> None:
     if isinstance(op, PutOp):
-        # validate_op_namespace checks labels only; a put also needs a non-empty,
-        # non-"langgraph" namespace, including when the op comes straight to batch().
-        _validate_namespace(op.namespace)
+        # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the
+        # op's (LangGraph 4.3: "write-only rules belong to put, not to op validation");
+        # InMemoryStore and the Agent Server write such ops through batch().
+        validate_op_namespace(op)
+        _check_labels(op.namespace)
+        _check_key(op.namespace, op.key)
         if op.index not in (None, False) and not (
             isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
         ):
             raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
-        if op.ttl is not None and (not isinstance(op.ttl, (int, float)) or op.ttl <= 0):
-            raise ValueError(f"PutOp.ttl must be a positive number of minutes or None, got {op.ttl!r}")
+        check_ttl(op.namespace, op.key, op.ttl)
     elif isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
         validate_op_namespace(op)
+        if isinstance(op, GetOp):
+            _check_labels(op.namespace)
+            _check_key(op.namespace, op.key)
+        if isinstance(op, SearchOp):
+            _check_labels(op.namespace_prefix)
         if isinstance(op, (SearchOp, ListNamespacesOp)):
             _check_paging(op)
         if isinstance(op, ListNamespacesOp):
@@ -153,21 +235,25 @@ def _validate(op: Op) -> None:
             for cond in op.match_conditions or ():
                 if cond.match_type not in ("prefix", "suffix"):
                     raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
+                _check_labels(cond.path)
     else:
         raise ValueError(f"Unknown operation type: {type(op).__name__}")
 
 
-def check_op(op: Op) -> None:
-    """Every client-side check of one op: namespace, paging, filter, value, ttl, index.
+def check_op(op: Op) -> Op:
+    """Every client-side check of one op: namespace, key, paging, filter, value, ttl, index.
 
-    ``batch_plan`` runs it on each op before any I/O; ``AsyncMongoStore`` runs it
-    before an op is queued, so a bad call fails only its own caller.
+    Returns the op with its namespaces as tuples. ``batch_plan`` runs it on each op
+    before any I/O; ``AsyncMongoStore`` runs it before an op is queued, so a bad call
+    fails only its own caller.
     """
+    op = normalize_op(op)
     _validate(op)
     if isinstance(op, SearchOp):
         q.value_filter(op.filter)
     elif isinstance(op, PutOp) and op.value is not None:
-        check_value(op.namespace, str(op.key), op.value)
+        check_value(op.namespace, op.key, op.value)
+    return op
 
 
 # --------------------------------------------------------------------------- the batch plan
@@ -201,10 +287,88 @@ def _texts_for(put: _Put, index: IndexSettings) -> dict[str, str]:
     return extract_texts(put.value, index.tokenized(fields))
 
 
+@dataclass
+class BatchOutcome:
+    """What a batch did: every op's result, and what of its write failed.
+
+    ``failures`` maps (namespace, key) to the server's message for each put or delete
+    with a rejected write; ``stored`` holds those whose value landed and only whose
+    vectors failed. ``write_error`` is an exception the whole write raised (a network
+    error, a write-concern error): the batch's reads are answered, its writes unknown.
+    """
+
+    results: list[Result]
+    failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
+    stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
+    write_error: Exception | None = None
+    refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
+
+    def error_for(self, pos: int, op: Op) -> Exception | None:
+        """The exception the caller of op ``pos`` must see, or None when its op succeeded.
+
+        A write that failed as a whole concerns the puts and deletes, and the reads whose
+        TTL refresh was part of it; a per-item rejection concerns that item's put only
+        (a failed refresh of one item is logged, as in the sync store).
+        """
+        if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
+            return self.write_error
+        if not isinstance(op, PutOp):
+            return None
+        target = (op.namespace, op.key)
+        if target in self.failures:
+            return WriteError([(*target, self.failures[target])], self.stored & {target})
+        return None
+
+    def raise_any(self) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        if self.failures:
+            raise WriteError([(ns, key, msg) for (ns, key), msg in self.failures.items()], self.stored)
+
+
 def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
-    for op in ops:
-        check_op(op)
+    outcome: BatchOutcome = yield from batch_outcome_plan(ops, ctx)
+    outcome.raise_any()
+    return outcome.results
+
+
+def _check_sizes(put: _Put, hashes: list[str], fields: list[str], ctx: PlanContext) -> None:
+    """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
+
+    A vector document holds every ancestor path of its item (``ns_prefixes``), so 200
+    labels of 1 KB make one of 20 MB even for a small value.
+    """
+    assert put.value is not None and ctx.index is not None
+    size = item_doc_size(put.namespace, put.key, put.value, hashes)
+    if size > MAX_VALUE_BYTES:
+        raise InvalidValueError(
+            put.namespace, put.key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
+            "MongoDB's limit is 16 MiB per document"
+        )
+    if not fields:
+        return
+    base = len(
+        bson.encode(
+            {
+                "_id": vector_id(put.id, max(fields, key=len)),
+                "item_id": put.id,
+                "ns_prefixes": ancestor_paths(put.namespace),
+                "value": q.filter_field_values(put.value, ctx.index.filter_fields),
+            }
+        )
+    )
+    vec = base + 2 * max(len(f.encode()) for f in fields) + ctx.index.dims * 4 + 256
+    if vec > MAX_DOC_BYTES:
+        raise InvalidValueError(
+            put.namespace, put.key, f"its vector documents would be {vec:,} bytes as BSON (each holds every "
+            f"ancestor path of the namespace, {len(put.namespace)} labels); MongoDB's limit is 16 MiB per document"
+        )
+
+
+def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+    """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
+    ops = [check_op(op) for op in ops]
 
     results: list[Result] = [None] * len(ops)
     gets: list[tuple[int, GetOp]] = []
@@ -221,9 +385,10 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif isinstance(op, ListNamespacesOp):
             listings.append((pos, op))
         elif isinstance(op, PutOp):
-            key = str(op.key)
             value = None if op.value is None else dict(op.value)
-            puts[(op.namespace, key)] = _Put(op.namespace, key, value, op.index, op.ttl)
+            # Last wins, and takes the last op's place: a batch's puts are written in op order.
+            puts.pop((op.namespace, op.key), None)
+            puts[(op.namespace, op.key)] = _Put(op.namespace, op.key, value, op.index, op.ttl)
 
     semantic = [s for s in searches if s.semantic and s.op.limit > 0]
     use_atlas = fake = False
@@ -273,20 +438,24 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
     refresh: dict[str, float] = {}  # item id -> its ttl_minutes, for refresh_ttl
 
-    def note_refresh(docs: list[dict[str, Any]], wanted: bool, id_of: Any) -> None:
+    refreshers: dict[str, list[int]] = {}  # item id -> positions of the reads that refresh it
+
+    def note_refresh(docs: list[dict[str, Any]], wanted: bool, id_of: Any, pos: int) -> None:
         if not wanted:
             return
         for doc in docs:
             if doc.get("ttl_minutes") is not None:
-                refresh[id_of(doc)] = float(doc["ttl_minutes"])
+                iid = id_of(doc)
+                refresh[iid] = float(doc["ttl_minutes"])
+                refreshers.setdefault(iid, []).append(pos)
 
     if gets:
         by_id = {doc["_id"]: doc for doc in answers.pop()}
         for pos, gop in gets:
-            found = by_id.get(item_id(gop.namespace, str(gop.key)))
+            found = by_id.get(item_id(gop.namespace, gop.key))
             results[pos] = doc_to_item(found) if found else None
             if found:
-                note_refresh([found], gop.refresh_ttl, lambda d: d["_id"])
+                note_refresh([found], gop.refresh_ttl, lambda d: d["_id"], pos)
     first_answers: dict[int, Any] = {}  # search position -> its local candidates or its first Atlas page
     for s in searches:
         if s.op.limit == 0:
@@ -294,7 +463,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif not s.semantic:
             docs = answers.pop()
             results[s.pos] = [doc_to_search_item(d) for d in docs]
-            note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+            note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos)
         elif modes.uses_modes(index):
             assert index is not None and caps is not None
             n = 1 if modes.path_for(index, caps, use_atlas) == "atlas" else 2
@@ -317,6 +486,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         for p in indexed_puts:
             texts = _texts_for(p, index)
             put_texts[p.id] = texts
+            _check_sizes(p, [text_hash(f, t) for f, t in texts.items()], list(texts), ctx)
             old = stored.get(p.id, {})
             for fname, text in texts.items():
                 if old.get(fname) != text_hash(fname, text):
@@ -341,9 +511,14 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         else:
             docs_scores = yield from _local_search(s, index, first_answers[s.pos])
         results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
-        note_refresh([d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
+        note_refresh(
+            [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
+        )
 
     # ---- 4. one write: TTL refreshes, then vectors, then items ---------------------------
+    # The write time is read now, after the reads and the embedding call. Each put gets
+    # its own millisecond, the last put "now", so newest-first lists a batch in op order.
+    write_now = ctx.clock()
     requests: list[q.WriteRequest] = []
     put_ids = {p.id for p in put_list}
     refresh = {iid: ttl for iid, ttl in refresh.items() if iid not in put_ids}
@@ -351,11 +526,12 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         by_ttl: dict[float, list[str]] = {}
         for iid, ttl in refresh.items():
             by_ttl.setdefault(ttl, []).append(iid)
-        requests.extend(q.refresh_ttl_requests("items", by_ttl, ctx.now))
+        requests.extend(q.refresh_ttl_requests("items", by_ttl, write_now))
         if index is not None:
-            requests.extend(q.refresh_ttl_requests("vectors", by_ttl, ctx.now, id_field="item_id"))
+            requests.extend(q.refresh_ttl_requests("vectors", by_ttl, write_now, id_field="item_id"))
     item_requests: list[q.WriteRequest] = []
-    for p in put_list:
+    for i, p in enumerate(put_list):
+        now = write_now - timedelta(milliseconds=len(put_list) - 1 - i)
         if p.value is None:
             reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
             requests.extend(r for r in reqs if r.role == "vectors")
@@ -375,7 +551,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
                     unchanged = True
                 else:
                     embedding = [] if index.auto_embed is not None else vectors[text]
-                    req = q.put_vector_request(p.namespace, p.key, fname, h, embedding, filter_values, ctx.now, p.ttl)
+                    req = q.put_vector_request(p.namespace, p.key, fname, h, embedding, filter_values, now, p.ttl)
                     if index.auto_embed is not None:
                         req = _retrieval.auto_vector_request(req, text)
                     elif index.stores_text:
@@ -384,21 +560,29 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             if set(old) - set(texts):
                 requests.append(q.prune_vectors_request(p.namespace, p.key, list(texts)))
             if unchanged:
-                requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, ctx.now, p.ttl))
-        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, ctx.now, p.ttl, hashes))
+                requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, now, p.ttl))
+        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, now, p.ttl, hashes))
     requests.extend(item_requests)
+    outcome = BatchOutcome(results, refreshing={p for iid in refresh for p in refreshers[iid]})
     if requests:
-        outcome: WriteOutcome = yield Write(tuple(requests))
-        failures: dict[tuple[tuple[str, ...], str], str] = {}
-        for idx, msg in sorted(outcome.errors):
-            target = requests[idx].item
-            if target is not None:
-                failures.setdefault(target, msg)
-            else:
+        try:
+            written: WriteOutcome = yield Write(tuple(requests))
+        except Exception as exc:
+            outcome.write_error = exc
+            return outcome
+        item_failed: set[tuple[tuple[str, ...], str]] = set()
+        for idx, msg in sorted(written.errors):
+            req = requests[idx]
+            if req.item is None:
                 logger.warning("a TTL refresh write failed: %s", msg)
-        if failures:
-            raise WriteError([(ns, key, msg) for (ns, key), msg in failures.items()])
-    return results
+                continue
+            outcome.failures.setdefault(req.item, msg)
+            if req.role == "items":
+                item_failed.add(req.item)
+        # A put whose item write landed and only whose vector write failed: its value is
+        # stored, listing hashes with no vectors (unscored until its next put re-embeds).
+        outcome.stored = {t for t in outcome.failures if t not in item_failed and puts[t].value is not None}
+    return outcome
 
 
 def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
@@ -471,10 +655,56 @@ def _namespaces_result(docs: list[dict[str, Any]], op: ListNamespacesOp) -> list
 # --------------------------------------------------------------------------- semantic search
 
 
-def _unscored_filter(op: SearchOp, cutoff: datetime | None) -> dict[str, Any]:
+def unscored_pipeline(
+    op: SearchOp, vectors_collection: str, cutoff: datetime | None, skip: int, limit: int
+) -> list[dict[str, Any]]:
+    """Items under the prefix that pass the filter and have no valid vector, newest first.
+
+    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
+    none of the listed text hashes has a vector document (a failed vector write, or a
+    delete or sweep that raced a re-put of the same text).
+    """
+    pipeline: list[dict[str, Any]] = []
     base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
-    missing = {"vectors": {"$exists": False}}
-    return {"$and": [base, missing]} if base else missing
+    if base:
+        pipeline.append({"$match": base})
+    pipeline += [
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$eq": [{"$size": _BACKED_HASHES}, 0]}}},
+        {"$sort": dict(q.ITEM_SORT)},
+    ]
+    if skip:
+        pipeline.append({"$skip": skip})
+    pipeline += [{"$limit": limit}, {"$project": ITEM_PROJECTION}]
+    return pipeline
+
+
+def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
+    """Count the items that list text hashes some of which have no vector document.
+
+    Such items are repairable: their next put re-embeds the missing texts.
+    """
+    return [
+        {"$match": {"vectors": {"$exists": True}}},
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$gt": [{"$size": {"$ifNull": ["$vectors", []]}}, {"$size": _BACKED_HASHES}]}}},
+        {"$count": "n"},
+    ]
+
+
+def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:
+    return {"$lookup": {"from": vectors_collection, "localField": "_id", "foreignField": "item_id", "as": "_vectors"}}
+
+
+# The item's listed text hashes that have a vector document (after _vectors_lookup).
+# $filter + $in rather than the $set* operators, which mongomock 4.3 lacks.
+_BACKED_HASHES: dict[str, Any] = {
+    "$filter": {
+        "input": {"$ifNull": ["$vectors", []]},
+        "as": "h",
+        "cond": {"$in": ["$$h", {"$ifNull": ["$_vectors.text_hash", []]}]},
+    }
+}
 
 
 def _local_candidate_reads(op: SearchOp, cutoff: datetime | None) -> list[Step]:
@@ -521,11 +751,13 @@ def _local_search(
             ids, _vectors.similarities(s.query_vector, _vectors.as_matrix(rows, index.dims), index.similarity)
         )
     )
-    # Items that have no vectors at all come after every scored item. An item whose
-    # vectors are all stale (a write failed between them) is left out until its next
-    # put repairs it, as on the Atlas path, which cannot see it either.
+    # Items with no valid vector come after every scored item, newest first: those with
+    # no vectors at all, and those whose listed hashes have no vector (a failed vector
+    # write, or a delete or sweep racing a re-put): unscored until their next put
+    # re-embeds them, as on the Atlas path (unscored_pipeline).
+    scored = set(ids)
     unscored = sorted(
-        (d for d in items if not d.get("vectors")),
+        (d for d in items if d["_id"] not in scored),
         key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
     )
     ranked.extend((d["_id"], None) for d in unscored)
@@ -581,8 +813,8 @@ def _atlas_search(s: _Search, index: IndexSettings, ctx: PlanContext, first: lis
         # Every scored item was seen: fill the page with items that have no vectors
         # (index=False, no indexed field), newest first, as InMemoryStore does.
         skip = max(0, op.offset - scored)
-        docs = yield Find(
-            "items", _unscored_filter(op, ctx.expiry_cutoff), ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - len(page)
+        docs = yield Aggregate(
+            "items", unscored_pipeline(op, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page))
         )
         page.extend((d, None) for d in docs)
     return page
@@ -878,16 +1110,27 @@ def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
         reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
     reqs.append(q.WriteRequest("items", "delete_many", {"expires_at": {"$lte": now}}))
     outcome: WriteOutcome = yield Write(tuple(reqs))
+    if outcome.errors:
+        raise WriteError([((), "", f"the TTL sweep's delete failed: {msg}") for _, msg in outcome.errors])
     return outcome.deleted
 
 
-def status_plan(index: IndexSettings | None) -> Plan:
-    """What ``mongostore doctor`` prints: server, search path, indexes, counts."""
+def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Plan:
+    """What ``mongostore doctor`` prints: server, search path, indexes, counts.
+
+    ``items_missing_vectors``: items listing text hashes without a vector document
+    (unscored by semantic search until their next put re-embeds them).
+    """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
+        if vectors_collection:
+            steps.append(Aggregate("items", missing_vectors_pipeline(vectors_collection)))
     answers = yield Parallel(tuple(steps))
+    missing: int | None = None
+    if index is not None and vectors_collection:
+        missing = int(answers[4][0]["n"]) if answers[4] else 0
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -903,6 +1146,7 @@ def status_plan(index: IndexSettings | None) -> Plan:
         "vectors": answers[2] if index is not None else None,
         "vector_indexes": answers[3] if index is not None else None,
         "vector_search_index": search_index,
+        "items_missing_vectors": missing,
         "detail": caps.detail,
     }
 
@@ -913,8 +1157,10 @@ def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
 
 __all__ = [
     "NO_SEARCH_CODES",
+    "BatchOutcome",
     "PlanContext",
     "aggregate_plan",
+    "batch_outcome_plan",
     "batch_plan",
     "check_op",
     "is_no_search_error",

@@ -9,6 +9,7 @@ from a filter are checked against an allow-list first, and namespace labels are
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from bson.binary import Binary, BinaryVectorDtype
+from bson.decimal128 import Decimal128
+from bson.objectid import ObjectId
+from bson.regex import Regex
 from langgraph.store.base import MatchCondition
 
-from mongostore._codec import ancestor_paths, item_id, namespace_path, vector_id
+from mongostore._codec import ancestor_paths, item_id, namespace_path, unencodable, vector_id
 from mongostore.errors import InvalidFilterError
 
 Role = Literal["items", "vectors"]
@@ -113,33 +117,96 @@ def _reject(msg: str) -> InvalidFilterError:
     return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)")
 
 
-def _check_literal(value: Any, where: str) -> None:
-    """Operator operands are data: no ``$`` field names may hide inside them."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Filters nest through dicts, lists and $and/$or; deeper than this is refused up front
+# (MongoDB refuses documents nested over 100 levels, and the checks here recurse).
+MAX_FILTER_DEPTH = 50
+# Operand types a filter may hold besides containers: what a stored value can hold and
+# compare by value. Python's Decimal, set, date, UUID and arbitrary objects have no BSON
+# encoding; compiled patterns and bson Regex would run a regex, which $regex is refused for.
+LITERAL_TYPES: tuple[type, ...] = (str, bool, int, float, datetime, type(None), ObjectId, Decimal128, bytes)
+
+
+class _NeverEqual(Exception):
+    """An operand no stored value can equal (an int beyond int64 that no double equals)."""
+
+
+def _int_bounds(n: int) -> tuple[float, float]:
+    """The doubles ``lo <= n <= hi`` next to an int beyond int64 (``lo == hi`` when exact).
+
+    Stored numbers are int64 or double, so comparing with ``lo``/``hi`` gives exactly the
+    answer the comparison with ``n`` would: no stored number lies strictly between them.
+    """
+    try:
+        f = float(n)
+    except OverflowError:
+        f = math.inf if n > 0 else -math.inf
+    if f == n:
+        return f, f
+    if f > n:
+        return math.nextafter(f, -math.inf), f
+    return f, math.nextafter(f, math.inf)
+
+
+def _literal(value: Any, where: str, depth: int = 0) -> Any:
+    """An operand as BSON can send it, or ``InvalidFilterError`` naming what is wrong.
+
+    Operands are data: no ``$`` field names, no regex patterns, only types MongoDB stores.
+    An int beyond int64 becomes the double equal to it, or raises ``_NeverEqual``.
+    """
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter {where}: nested deeper than {MAX_FILTER_DEPTH} levels")
     if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
         for k, v in value.items():
             if not isinstance(k, str) or k.startswith("$"):
                 raise _reject(f"filter {where}: operator {k!r} is not allowed inside a value")
-            _check_literal(v, f"{where}.{k}")
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _check_literal(v, where)
+            if unencodable(k):
+                raise InvalidFilterError(f"filter {where}: field name {k!r} is not valid UTF-8")
+            out[k] = _literal(v, f"{where}.{k}", depth + 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_literal(v, where, depth + 1) for v in value]
+    if isinstance(value, (re.Pattern, Regex)):
+        raise InvalidFilterError(f"filter {where}: regex patterns are not allowed (a $regex in disguise)")
+    if not isinstance(value, LITERAL_TYPES):
+        raise InvalidFilterError(
+            f"filter {where}: a {type(value).__name__} cannot be compared with stored values "
+            "(use a str, int, float, bool, datetime, None, list or dict)"
+        )
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        lo, hi = _int_bounds(value)
+        if lo != hi:
+            raise _NeverEqual
+        return lo
+    if isinstance(value, str) and unencodable(value):
+        raise InvalidFilterError(f"filter {where}: the string {value!r} is not valid UTF-8 (a lone surrogate)")
+    return value
 
 
 def _check_field_name(name: Any) -> str:
     if not isinstance(name, str) or not name:
         raise _reject(f"filter field {name!r} must be a non-empty string")
     if name.startswith("$"):
+        if name in COMPARISON_OPS | EXTENSION_OPS:
+            raise InvalidFilterError(
+                f"filter operator {name!r} must apply to a field, e.g. {{'field': {{{name!r}: ...}}}}"
+            )
         raise _reject(f"filter operator {name!r} is not supported")
     if "." in name or "\x00" in name:
         raise InvalidFilterError(
             f"filter field {name!r}: field names cannot contain '.' or NUL; "
             "match nested fields with a nested dict, e.g. {'meta': {'a': 1}}"
         )
+    if unencodable(name):
+        raise InvalidFilterError(f"filter field {name!r} is not valid UTF-8 (a lone surrogate)")
     return name
 
 
 NOT_ARRAY: dict[str, Any] = {"$not": {"$type": "array"}}
-SCALARS = (str, int, float, bool, datetime, type(None))
+SCALARS = (str, int, float, bool, datetime, type(None), ObjectId, Decimal128, bytes)
+# A condition no document meets: what equality with an operand no stored value equals becomes.
+NEVER: dict[str, Any] = {"_id": {"$in": []}}
 
 
 def _list_equal(path: str, value: list[Any]) -> dict[str, Any]:
@@ -153,24 +220,57 @@ def _list_equal(path: str, value: list[Any]) -> dict[str, Any]:
     return {"$and": [{path: {"$eq": value}}, {"$expr": {"$eq": ["$" + path, {"$literal": value}]}}]}
 
 
-def _equality(path: str, value: Any) -> list[dict[str, Any]]:
+def _equality(path: str, value: Any, depth: int = 0) -> list[dict[str, Any]]:
     """Whole-value equality as in LangGraph's stores; dicts match by containment.
 
     MongoDB compares each element of an array field; LangGraph compares the value as a
     whole, so scalar comparisons exclude arrays, and containment never looks inside
-    arrays on the way down (each dict level must not be an array).
+    arrays on the way down (each dict level must not be an array). A nested dict of
+    operators (``{"meta": {"level": {"$gte": 2}}}``) applies them to that nested field,
+    with the same semantics as at the top level, as InMemoryStore does.
     """
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter {path}: nested deeper than {MAX_FILTER_DEPTH} levels")
     if isinstance(value, Mapping):
         if not value:
             return [{path: {"$type": "object", **NOT_ARRAY}}]
         clauses: list[dict[str, Any]] = [{path: NOT_ARRAY}]
         for k, v in value.items():
-            clauses.extend(_equality(f"{path}.{_check_field_name(k)}", v))
+            clauses.extend(_field_clauses(k, v, path, depth + 1))
         return clauses
-    _check_literal(value, path)
-    if isinstance(value, (list, tuple)):
-        return [_list_equal(path, list(value))]
-    return [{path: {"$eq": value, **NOT_ARRAY}}]
+    try:
+        literal = _literal(value, path)
+    except _NeverEqual:
+        return [NEVER]
+    if isinstance(literal, list):
+        return [_list_equal(path, literal)]
+    return [{path: {"$eq": literal, **NOT_ARRAY}}]
+
+
+def _range(path: str, op: str, operand: int) -> list[dict[str, Any]]:
+    """A comparison with an int beyond int64, through the doubles next to it."""
+    lo, hi = _int_bounds(operand)
+    if lo == hi:
+        return [{path: {op: lo, **NOT_ARRAY}}]
+    if op in ("$lt", "$lte"):
+        return [{path: {"$lt": hi, **NOT_ARRAY}}]
+    if op in ("$gt", "$gte"):
+        return [{path: {"$gt": lo, **NOT_ARRAY}}]
+    if op == "$eq":
+        return [NEVER]
+    return []  # $ne: every value differs from it
+
+
+def _in_operand(path: str, op: str, operand: Any) -> list[Any]:
+    if not isinstance(operand, (list, tuple)):
+        raise InvalidFilterError(f"filter {path}: {op} takes a list, got {type(operand).__name__}")
+    out = []
+    for v in operand:
+        try:
+            out.append(_literal(v, f"{path} {op}"))
+        except _NeverEqual:
+            continue  # no stored value equals it: it adds nothing to $in nor to $nin
+    return out
 
 
 def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -178,11 +278,20 @@ def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
     clauses: list[dict[str, Any]] = []
     for op, operand in ops.items():
         if op in COMPARISON_OPS:
-            _check_literal(operand, f"{path} {op}")
-            if isinstance(operand, (list, tuple)) and op in ("$eq", "$ne"):
-                exact = _list_equal(path, list(operand))
+            if isinstance(operand, int) and not isinstance(operand, bool) and not INT64_MIN <= operand <= INT64_MAX:
+                clauses.extend(_range(path, op, operand))
+                continue
+            try:
+                literal = _literal(operand, f"{path} {op}")
+            except _NeverEqual:
+                # A list or dict holding such an int: no stored value equals it.
+                literal = NEVER
+            if literal is NEVER and op in ("$eq", "$ne"):
+                clauses.extend([NEVER] if op == "$eq" else [])
+            elif isinstance(literal, list) and op in ("$eq", "$ne"):
+                exact = _list_equal(path, literal)
                 clauses.append(exact if op == "$eq" else {"$nor": [exact]})
-            elif not isinstance(operand, SCALARS):
+            elif not isinstance(literal, SCALARS):
                 raise InvalidFilterError(
                     f"filter {path}: {op} takes a string, number, bool, date or null, got "
                     f"{type(operand).__name__}; match nested fields with a nested dict"
@@ -190,35 +299,40 @@ def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
             elif op == "$ne":
                 # A whole array never equals a scalar, so arrays pass $ne (MongoDB would
                 # drop arrays that contain the operand).
-                clauses.append({"$or": [{path: {"$ne": operand}}, {path: {"$type": "array"}}]})
+                clauses.append({"$or": [{path: {"$ne": literal}}, {path: {"$type": "array"}}]})
             else:
-                cond[op] = operand
+                cond[op] = literal
                 cond.update(NOT_ARRAY)
         elif op in ("$in", "$nin"):
             # An extension with MongoDB's semantics: an array field matches by its elements.
-            if not isinstance(operand, (list, tuple)):
-                raise InvalidFilterError(f"filter {path}: {op} takes a list, got {type(operand).__name__}")
-            _check_literal(operand, f"{path} {op}")
-            cond[op] = list(operand)
+            cond[op] = _in_operand(path, op, operand)
         elif op == "$exists":
             if not isinstance(operand, bool):
                 raise InvalidFilterError(f"filter {path}: $exists takes true or false")
             cond[op] = operand
+        elif op in LOGICAL_OPS:
+            raise InvalidFilterError(
+                f"filter {path}: {op} combines whole filters; put it at the top level of the filter "
+                f"(or inside another $and/$or), e.g. {{{op!r}: [{{'a': 1}}, {{'b': 2}}]}}"
+            )
         else:
             raise _reject(f"filter {path}: operator {op!r} is not supported")
     return ([{path: cond}] if cond else []) + clauses
 
 
-def _field_clauses(name: str, spec: Any, base: str) -> list[dict[str, Any]]:
+def _field_clauses(name: str, spec: Any, base: str, depth: int = 0) -> list[dict[str, Any]]:
     path = f"{base}.{_check_field_name(name)}"
     if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
         return _operators(path, spec)
     if isinstance(spec, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in spec):
-        raise _reject(f"filter {path}: do not mix operators and field names in one dict")
-    return _equality(path, spec)
+        raise InvalidFilterError(
+            f"filter {path}: do not mix operators and field names in one dict "
+            "(use {'field': {'$gt': 1}} for operators, {'field': {'sub': 1}} for nested fields)"
+        )
+    return _equality(path, spec, depth)
 
 
-def value_filter(filter: Mapping[str, Any] | None, base: str = "value") -> dict[str, Any]:
+def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: int = 0) -> dict[str, Any]:
     """A LangGraph search filter on top-level ``value`` fields -> MQL on ``base.<field>``.
 
     Raises ``InvalidFilterError`` (a ``ValueError``) for anything outside the allow-list:
@@ -228,17 +342,19 @@ def value_filter(filter: Mapping[str, Any] | None, base: str = "value") -> dict[
         return {}
     if not isinstance(filter, Mapping):
         raise InvalidFilterError(f"filter must be a dict, got {type(filter).__name__}")
+    if _depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter: $and/$or nested deeper than {MAX_FILTER_DEPTH} levels")
     clauses: list[dict[str, Any]] = []
     for name, spec in filter.items():
         if name in LOGICAL_OPS:
             if not isinstance(spec, (list, tuple)) or not spec:
                 raise InvalidFilterError(f"filter {name} takes a non-empty list of filters")
-            subs = [value_filter(sub, base) if isinstance(sub, Mapping) else None for sub in spec]
+            subs = [value_filter(sub, base, _depth + 1) if isinstance(sub, Mapping) else None for sub in spec]
             if any(s is None for s in subs):
                 raise InvalidFilterError(f"filter {name} takes a list of dicts")
             clauses.append({name: [s or {} for s in subs]})
         else:
-            clauses.extend(_field_clauses(name, spec, base))
+            clauses.extend(_field_clauses(name, spec, base, _depth))
     if not clauses:
         return {}
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -466,7 +582,7 @@ class WriteRequest:
     role: Role
     kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
     filter: dict[str, Any]
-    update: dict[str, Any] | None = None
+    update: dict[str, Any] | list[dict[str, Any]] | None = None  # a list is an update pipeline
     upsert: bool = False
     item: tuple[tuple[str, ...], str] | None = field(default=None, compare=False)
 
@@ -479,38 +595,46 @@ def put_item_request(
     ttl_minutes: float | None,
     vector_hashes: list[str] | None,
 ) -> WriteRequest:
-    """Upsert of one item: ``created_at`` only on insert, ``updated_at`` on every write.
+    """Upsert of one item as an update pipeline, so no read is needed to order writes.
+
+    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one
+    millisecond (BSON dates hold milliseconds): every write of an item moves it
+    forward, however close together two writes land. ``created_at`` is set on insert
+    from that same ``updated_at``, so ``created_at <= updated_at`` always holds.
+    Everything the caller gave goes in as a ``$literal``: in a pipeline a string
+    starting with ``$`` would otherwise be read as a field path.
 
     ``vector_hashes`` None leaves ``vectors`` as it is (no index configured); a list
     sets it, an empty list removes it.
     """
-
-
-    path = namespace_path(namespace)
     set_: dict[str, Any] = {
-        "namespace": list(namespace),
-        "path": path,
+        "namespace": {"$literal": list(namespace)},
+        "path": {"$literal": namespace_path(namespace)},
         "depth": len(namespace),
-        "key": key,
-        "value": value,
-        "updated_at": now,
+        "key": {"$literal": key},
+        "value": {"$literal": value},
+        "updated_at": {"$max": [now, {"$add": ["$updated_at", 1]}]},
     }
-    unset: dict[str, Any] = {}
+    unset: list[str] = []
     if ttl_minutes is not None:
         set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
         set_["ttl_minutes"] = float(ttl_minutes)
     else:
-        unset.update({"expires_at": "", "ttl_minutes": ""})
+        unset += ["expires_at", "ttl_minutes"]
     if vector_hashes is not None:
         if vector_hashes:
-            set_["vectors"] = vector_hashes
+            set_["vectors"] = {"$literal": vector_hashes}
         else:
-            unset["vectors"] = ""
-    update: dict[str, Any] = {"$set": set_, "$setOnInsert": {"created_at": now}}
+            unset.append("vectors")
+    pipeline: list[dict[str, Any]] = [
+        {"$set": set_},
+        {"$set": {"created_at": {"$ifNull": ["$created_at", "$updated_at"]}}},
+    ]
     if unset:
-        update["$unset"] = unset
+        # $project with exclusions is $unset's older spelling (mongomock 4.3 lacks $unset).
+        pipeline.append({"$project": {name: 0 for name in unset}})
     return WriteRequest(
-        "items", "update_one", {"_id": item_id(namespace, key)}, update, upsert=True, item=(namespace, key)
+        "items", "update_one", {"_id": item_id(namespace, key)}, pipeline, upsert=True, item=(namespace, key)
     )
 
 

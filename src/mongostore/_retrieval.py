@@ -211,7 +211,7 @@ def text_index_definition() -> dict[str, Any]:
 
 def with_text(req: q.WriteRequest, text: str) -> q.WriteRequest:
     """A vector upsert that also stores its text (for ``$search`` and ``$rerank``)."""
-    assert req.update is not None
+    assert isinstance(req.update, dict)  # vector writes are plain updates, never pipelines
     update = {k: dict(v) if isinstance(v, Mapping) else v for k, v in req.update.items()}
     update["$set"][TEXT_PATH] = text
     return dataclasses.replace(req, update=update)
@@ -220,7 +220,7 @@ def with_text(req: q.WriteRequest, text: str) -> q.WriteRequest:
 def auto_vector_request(req: q.WriteRequest, text: str) -> q.WriteRequest:
     """A vector document for automated embedding: the text, no client-side embedding."""
     out = with_text(req, text)
-    assert out.update is not None
+    assert isinstance(out.update, dict)
     out.update["$set"].pop("embedding", None)
     out.update.setdefault("$unset", {})["embedding"] = ""
     return out

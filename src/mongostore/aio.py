@@ -9,15 +9,20 @@ Construct it inside a running event loop (LangGraph's base class requires it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from langgraph.store.base import (
     NOT_PROVIDED,
+    GetOp,
     IndexConfig,
+    Item,
     ListNamespacesOp,
+    MatchCondition,
     NamespacePath,
     NotProvided,
     Op,
@@ -26,12 +31,14 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    _ensure_refresh,
     _ensure_ttl,
     _validate_namespace,
 )
-from langgraph.store.base.batch import AsyncBatchedBaseStore
+from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
 from mongostore import _plan
+from mongostore._codec import as_namespace
 from mongostore._drivers import AsyncIO, run_async
 from mongostore.errors import ConfigurationError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
@@ -104,7 +111,33 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     # ------------------------------------------------------------------ BaseStore
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await run_async(_plan.batch_plan(list(ops), self._context()), self._io)  # type: ignore[no-any-return]
+        outcome = await self._abatch_outcome(list(ops))
+        outcome.raise_any()
+        return outcome.results
+
+    async def _abatch_outcome(self, ops: list[Op]) -> _plan.BatchOutcome:
+        """Run a batch; a rejected write is reported per op, not raised (see ``_drain``)."""
+        return await run_async(_plan.batch_outcome_plan(ops, self._context()), self._io)  # type: ignore[no-any-return]
+
+    # Every a* method checks its op fully before queueing it (a bad call fails only its
+    # own caller, not the coroutines coalesced with it), with namespaces as tuples and
+    # keys str()-ed as BaseStore's sync methods do. The queue is drained by
+    # ``_drain`` (not LangGraph's ``_run``), which gives a put whose write the server
+    # rejected its own error and every other op of the batch its result.
+
+    def _queue(self, op: Op) -> asyncio.Future[Any]:
+        self._ensure_task()
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._aqueue.put_nowait((fut, op))
+        return fut
+
+    def _ensure_task(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = self._loop.create_task(_drain(self._aqueue, weakref.ref(self)))
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        op = _plan.check_op(GetOp(as_namespace(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl)))
+        return await self._queue(op)  # type: ignore[no-any-return]
 
     async def aput(
         self,
@@ -115,11 +148,14 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        # Check before queueing: a bad call must fail only its own caller, not the
-        # other coroutines whose ops are coalesced into the same abatch.
-        _validate_namespace(namespace)
-        _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
-        await super().aput(namespace, key, value, index, ttl=ttl)
+        namespace = as_namespace(namespace)
+        _validate_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
+        op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
+        await self._queue(op)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        op = _plan.check_op(PutOp(as_namespace(namespace), str(key), None, ttl=None))
+        await self._queue(op)
 
     async def asearch(
         self,
@@ -132,10 +168,15 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        _plan.check_op(SearchOp(namespace_prefix, filter, limit, offset, query))
-        return await super().asearch(
-            namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
+        op = SearchOp(
+            as_namespace(namespace_prefix, "namespace prefix"),
+            filter,
+            limit,
+            offset,
+            query,
+            refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl),
         )
+        return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
 
     async def alist_namespaces(
         self,
@@ -146,10 +187,13 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        _plan.check_op(ListNamespacesOp(None, max_depth, limit, offset))
-        return await super().alist_namespaces(
-            prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
-        )
+        conditions = []
+        if prefix:
+            conditions.append(MatchCondition("prefix", as_namespace(prefix, "prefix")))
+        if suffix:
+            conditions.append(MatchCondition("suffix", as_namespace(suffix, "suffix")))
+        op = ListNamespacesOp(tuple(conditions), max_depth, limit, offset)
+        return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ extras
 
@@ -158,7 +202,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         await run_async(_plan.setup_plan(self._index), self._io)
 
     async def status(self) -> dict[str, Any]:
-        return await run_async(_plan.status_plan(self._index), self._io)  # type: ignore[no-any-return]
+        return await run_async(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
 
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
@@ -204,3 +248,46 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         return True
 
 
+
+
+async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weakref.ref[AsyncMongoStore]) -> None:
+    """LangGraph's batching loop, with one difference: errors go to the callers they concern.
+
+    Everything queued in one loop tick becomes one batch (deduplicated as LangGraph
+    does). When the server rejects some writes, each put or delete whose write failed
+    (and every caller whose op was collapsed into it) gets a ``WriteError`` naming its
+    item; a write that failed as a whole (network, write concern) fails the puts and
+    deletes, and the reads whose TTL refresh it carried; the other reads are answered.
+    An error before the write (a read or the embedder) fails every caller of the batch.
+    """
+    while item := await queue.get():
+        items = [item]
+        with contextlib.suppress(asyncio.QueueEmpty):
+            while True:
+                items.append(queue.get_nowait())
+        items = [(fut, op) for fut, op in items if not fut.done()]
+        store = ref()
+        if store is None:
+            break
+        try:
+            if not items:
+                continue
+            listen, ops = _dedupe_ops([op for _, op in items])
+            try:
+                outcome = await store._abatch_outcome(ops)
+            except Exception as exc:
+                for fut, _ in items:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            for n, (fut, _) in enumerate(items):
+                if fut.done():
+                    continue
+                ix = listen[n] if listen is not None else n
+                error = outcome.error_for(ix, ops[ix])
+                if error is not None:
+                    fut.set_exception(error)
+                else:
+                    fut.set_result(outcome.results[ix])
+        finally:
+            del store

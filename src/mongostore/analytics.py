@@ -304,8 +304,24 @@ def scoped_pipeline(
     operator, and ``InvalidNamespaceError`` for a malformed prefix.
     """
     scope = scope_filter(namespace_prefix, now)
-    check_pipeline(pipeline)
-    return [{"$match": scope}, *(dict(stage) for stage in pipeline)]
+    # One deep copy, checked and then sent: what is sent is exactly what was checked,
+    # whatever the caller's objects do afterwards (or on a second iteration).
+    stages: Any = _plain_copy(pipeline) if _is_stage_list(pipeline) else pipeline
+    check_pipeline(stages)
+    return [{"$match": scope}, *stages]
+
+
+def _is_stage_list(pipeline: Any) -> bool:
+    return isinstance(pipeline, Sequence) and not isinstance(pipeline, (str, bytes))
+
+
+def _plain_copy(obj: Any) -> Any:
+    """``obj`` rebuilt from plain dicts and lists (tuples become lists, as BSON stores them)."""
+    if isinstance(obj, Mapping):
+        return {k: _plain_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) or _is_stage_list(obj):
+        return [_plain_copy(v) for v in obj]
+    return obj
 
 
 class Aggregator(Protocol):

@@ -350,6 +350,12 @@ def cmd_doctor(ctx: Ctx) -> int:
                 f"{unvectored} item(s) have no vectors (put with index=False, no text at the indexed fields, "
                 "or written without an index); `mongostore reindex --all` embeds them"
             )
+        missing = status.get("items_missing_vectors")
+        if missing:
+            info.append(
+                f"{missing} item(s) list texts whose vectors are missing (a failed or raced write): semantic "
+                "search returns them unscored until they are put again; `mongostore reindex` repairs them"
+            )
     idx = status.get("vector_search_index") or {}
     if ctx.json:
         ctx.emit(

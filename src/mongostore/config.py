@@ -9,6 +9,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,6 +36,7 @@ __all__ = [
     "TTLSettings",
     "VectorSearchMode",
     "index_settings",
+    "sweep_minutes",
     "ttl_settings",
 ]
 
@@ -246,13 +248,26 @@ def _modes(opts: _IndexOptions) -> tuple[AutoEmbedSettings | None, RerankSetting
     return auto, rerank, hybrid
 
 
-class _TTLOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# 1,000 years: every expiry stays a date Python and BSON hold (the same bound as a put's ttl).
+MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
-    default_ttl: float | None = Field(default=None, gt=0)
+
+class _TTLOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
     refresh_on_read: bool = True
     omit_expired: bool = False
-    sweep_interval_minutes: float | None = Field(default=None, gt=0)
+    sweep_interval_minutes: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
+
+
+def sweep_minutes(value: Any, what: str = "sweep_interval_minutes") -> float:
+    """A sweep interval in minutes: a finite number > 0, or ``ConfigurationError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{what} must be a number of minutes, got {value!r}")
+    if not math.isfinite(value) or not 0 < value <= MAX_TTL_MINUTES:
+        raise ConfigurationError(f"{what} must be a finite number of minutes > 0, got {value!r}")
+    return float(value)
 
 
 def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | None:

@@ -20,7 +20,7 @@ unchanged unless we can add meaning, in which case they are chained with ``from`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "ConfigurationError",
@@ -68,12 +68,29 @@ class PipelineError(MongoStoreError, ValueError):
 class WriteError(MongoStoreError):
     """The server rejected some writes of a batch; every other write of it landed.
 
-    ``failures`` lists ``(namespace, key, message)`` for each rejected item.
+    ``failures`` lists ``(namespace, key, message)`` for each item with a failed write.
+    ``stored`` holds the ``(namespace, key)`` of those whose value *was* stored and only
+    whose vector write failed: they are found by get and plain search, are returned
+    unscored by semantic search, and their next put writes the vectors again. For a
+    write that is not one item's (a TTL sweep), the namespace is ``()`` and the key ``""``.
     """
 
-    def __init__(self, failures: Sequence[tuple[tuple[str, ...], str, str]]) -> None:
+    def __init__(
+        self,
+        failures: Sequence[tuple[tuple[str, ...], str, str]],
+        stored: Iterable[tuple[tuple[str, ...], str]] = (),
+    ) -> None:
         self.failures = list(failures)
-        shown = "; ".join(f"namespace {ns!r}, key {k!r}: {msg}" for ns, k, msg in self.failures[:5])
+        self.stored = frozenset(stored)
+
+        def describe(ns: tuple[str, ...], k: str, msg: str) -> str:
+            if not ns and not k:
+                return msg
+            if (ns, k) in self.stored:
+                return f"namespace {ns!r}, key {k!r}: value stored, its vector write failed: {msg}"
+            return f"namespace {ns!r}, key {k!r}: not stored: {msg}"
+
+        shown = "; ".join(describe(*f) for f in self.failures[:5])
         more = f" (and {len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
         super().__init__(
             f"{len(self.failures)} write(s) were rejected by the server, the rest of the batch "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -26,7 +27,14 @@ from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
 from mongostore.analytics import scoped_pipeline
-from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode, index_settings, ttl_settings
+from mongostore.config import (
+    IndexSettings,
+    TTLSettings,
+    VectorSearchMode,
+    index_settings,
+    sweep_minutes,
+    ttl_settings,
+)
 from mongostore.errors import ConfigurationError
 
 logger = logging.getLogger("mongostore")
@@ -85,18 +93,31 @@ class _StoreConfig:
         self.vectors_collection = vectors_collection
         return collection, vectors_collection, self._index.embeddings, self._index.vector_search
 
+    def _omit_expired(self) -> bool:
+        # BaseStore reads default_ttl and refresh_on_read from ttl_config on every call, so
+        # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
+        return bool((self.ttl_config or {}).get("omit_expired", False))
+
     def _context(self) -> _plan.PlanContext:
-        return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow())
+        omit = self._omit_expired()
+        ttl = self._ttl
+        if ttl is None or ttl.omit_expired != omit:
+            ttl = dataclasses.replace(ttl or TTLSettings(), omit_expired=omit)
+        return _plan.PlanContext(self.collection.name, self._index, ttl, utcnow(), vectors_name=self._vectors_name())
+
+    def _vectors_name(self) -> str:
+        return self.vectors_collection.name if self.vectors_collection is not None else ""
 
     def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        cutoff = utcnow() if self._ttl is not None and self._ttl.omit_expired else None
-        return scoped_pipeline(tuple(namespace_prefix), pipeline, now=cutoff)
+        cutoff = utcnow() if self._omit_expired() else None
+        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff)
 
     def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
         if sweep_interval_minutes is not None:
-            return float(sweep_interval_minutes)
-        if self._ttl is not None and self._ttl.sweep_interval_minutes is not None:
-            return self._ttl.sweep_interval_minutes
+            return sweep_minutes(sweep_interval_minutes)
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if configured is not None:
+            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']")
         return DEFAULT_SWEEP_MINUTES
 
 
@@ -182,7 +203,7 @@ class MongoStore(_StoreConfig, BaseStore):
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
-        return run_sync(_plan.status_plan(self._index), self._io)  # type: ignore[no-any-return]
+        return run_sync(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
 
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]

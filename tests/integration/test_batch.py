@@ -159,14 +159,14 @@ async def test_concurrent_calls_in_one_tick_are_one_abatch(make_store: MakeStore
     assert isinstance(store, AsyncMongoStore)
     await store.aput(("c",), "k0", {"v": "old"})
     batches: list[list[str]] = []
-    real_abatch = store.abatch
+    real_abatch = store._abatch_outcome  # what the coalescing loop calls
 
     async def spy(ops: Any) -> Any:
         ops = list(ops)
         batches.append([type(op).__name__ for op in ops])
         return await real_abatch(ops)
 
-    store.abatch = spy  # type: ignore[method-assign]
+    store._abatch_outcome = spy  # type: ignore[method-assign]
     counting.calls.clear()
     results = await asyncio.gather(
         *(store.aget(("c",), f"k{i}") for i in range(10)),

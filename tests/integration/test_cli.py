@@ -410,6 +410,18 @@ def test_setup_and_doctor(run: Run) -> None:
     assert code == EXIT_OK and out.rstrip().endswith("ok") and "vectors            4" in out
 
 
+def test_doctor_counts_items_whose_vectors_are_missing_and_reindex_repairs_them(run: Run, store: MongoStore) -> None:
+    seed(run)
+    assert store.vectors_collection is not None
+    store.vectors_collection.delete_many({"item_id": {"$regex": "bob"}})  # as a raced delete would leave it
+    report = run.json("doctor")
+    assert report["items_missing_vectors"] == 2
+    assert any("2 item(s) list texts whose vectors are missing" in line for line in report["info"])
+    code, _, err = run("reindex")
+    assert code == EXIT_OK, err
+    assert run.json("doctor")["items_missing_vectors"] == 0
+
+
 def test_doctor_reports_missing_indexes(run: Run) -> None:
     emb = HashingEmbeddings(16)
     bare = MongoStore.in_memory(index={"dims": 16, "embed": emb})

@@ -10,6 +10,8 @@ import pytest
 from conftest import MakeStore
 from langgraph.store.base import GetOp, Item, PutOp
 
+from mongostore import InvalidValueError
+
 NESTED: dict[str, Any] = {
     "text": "I like pizza",
     "unicode": "ünïcødé 日本 🦜",
@@ -144,18 +146,24 @@ async def test_keys_may_hold_any_character(make_store: MakeStore, key: str) -> N
 
 
 async def test_keys_are_strings(make_store: MakeStore) -> None:
-    """BaseStore.put/get str() the key; ops given straight to batch are coerced the same way."""
+    """LangGraph types keys as ``str``: get/put/delete str() them (BaseStore does, and so does
+    AsyncMongoStore), while an op given straight to batch with another type is refused
+    rather than silently aliasing its str() (``5`` overwriting ``"5"``)."""
     api = await make_store()
-    await api.batch([PutOp(("a",), 123, {"v": 1})])  # type: ignore[arg-type]
+    await api.put(("a",), 123, {"v": 1})
     (doc,) = await api.docs()
     assert doc["key"] == "123"
     by_int = await api.get(("a",), 123)
     assert by_int is not None and by_int.key == "123"
-    (by_op,) = await api.batch([GetOp(("a",), 123)])  # type: ignore[arg-type]
-    assert by_op is not None and by_op.key == "123" and by_op.value == {"v": 1}
     await api.put(("a",), "123", {"v": 2})
     assert len(await api.docs()) == 1
     assert (await api.get(("a",), 123)).value == {"v": 2}
+    for op in (PutOp(("a",), 123, {"v": 3}), GetOp(("a",), 123), PutOp(("a",), 123, None)):
+        with pytest.raises(InvalidValueError, match="the key must be a str"):
+            await api.batch([op])  # type: ignore[list-item]
+    assert (await api.get(("a",), "123")).value == {"v": 2}
+    await api.delete(("a",), 123)
+    assert await api.docs() == []
 
 
 async def test_index_argument_is_accepted_without_an_index_config(make_store: MakeStore) -> None:

@@ -82,9 +82,6 @@ async def test_every_method_rejects_bad_labels(make_store: MakeStore, namespace:
 @pytest.mark.parametrize(
     "op",
     [
-        pytest.param(PutOp((), "k", {"v": 1}), id="put-empty"),
-        pytest.param(PutOp(("langgraph",), "k", {"v": 1}), id="put-langgraph"),
-        pytest.param(PutOp(("langgraph", "x"), "k", {"v": 1}), id="put-langgraph-deep"),
         pytest.param(PutOp(("a.b",), "k", {"v": 1}), id="put-period"),
         pytest.param(PutOp(("a", ""), "k", {"v": 1}), id="put-empty-label"),
         pytest.param(PutOp(("a\x00",), "k", {"v": 1}), id="put-nul"),

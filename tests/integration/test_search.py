@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from typing import Any
 
 import mongomock
@@ -31,18 +32,36 @@ async def test_newest_first(make_store: MakeStore) -> None:
     assert [i.key for i in await api.search(("o",))] == ["z", "m", "a"]
 
 
+async def test_a_batch_of_puts_lists_newest_first_in_op_order(make_store: MakeStore) -> None:
+    """Each put of a batch gets its own millisecond, the last op the latest: newest first
+    is the reverse of op order, not a fall-back to path order (BSON keeps milliseconds)."""
+    api = await make_store()
+    ops = [
+        PutOp(("o", "b"), "k1", {}),
+        PutOp(("o",), "k2", {}),
+        PutOp(("o", "a"), "k2", {}),
+        PutOp(("o", "a"), "k1", {}),
+        PutOp(("o",), "k1", {}),
+    ]
+    await api.batch(ops)
+    got = [(i.namespace, i.key) for i in await api.search(("o",))]
+    assert got == [(op.namespace, op.key) for op in reversed(ops)]
+    stamps = [i.updated_at for i in await api.search(("o",))]
+    assert stamps == sorted(stamps, reverse=True) and len(set(stamps)) == len(stamps)
+    assert [(i.namespace, i.key) for i in await api.search(("o",))] == got  # stable
+
+
 async def test_ties_are_broken_by_path_then_key(make_store: MakeStore) -> None:
     api = await make_store()
-    # One batch: every item gets the same updated_at.
-    await api.batch(
-        [
-            PutOp(("o", "b"), "k1", {}),
-            PutOp(("o",), "k2", {}),
-            PutOp(("o", "a"), "k2", {}),
-            PutOp(("o", "a"), "k1", {}),
-            PutOp(("o",), "k1", {}),
-        ]
-    )
+    for ns, key in [(("o", "b"), "k1"), (("o",), "k2"), (("o", "a"), "k2"), (("o", "a"), "k1"), (("o",), "k1")]:
+        await api.put(ns, key, {})
+    # Same updated_at for all (as two writers in one millisecond would leave them).
+    coll = api.store.collection
+    same = {"$set": {"updated_at": datetime(2026, 1, 1, tzinfo=timezone.utc)}}
+    if api.is_async:
+        await coll.update_many({}, same)
+    else:
+        coll.update_many({}, same)
     got = [(i.namespace, i.key) for i in await api.search(("o",))]
     assert got == [
         (("o",), "k1"),
@@ -51,7 +70,6 @@ async def test_ties_are_broken_by_path_then_key(make_store: MakeStore) -> None:
         (("o", "a"), "k2"),
         (("o", "b"), "k1"),
     ]
-    assert [(i.namespace, i.key) for i in await api.search(("o",))] == got  # stable
 
 
 async def test_limit_and_offset_page_through_every_match_exactly_once(make_store: MakeStore) -> None:

@@ -139,8 +139,98 @@ def test_write_errors_become_one_write_error_naming_namespace_and_key() -> None:
     with pytest.raises(WriteError) as info:
         run_sync(batch_plan([PutOp(("a",), "k1", {"v": 1}), PutOp(("a",), "k2", {"v": 2})], ctx), io)
     assert info.value.failures == [(("a",), "k1", "rejected")]
-    assert "namespace ('a',), key 'k1': rejected" in str(info.value)
+    assert "namespace ('a',), key 'k1': not stored: rejected" in str(info.value)
     assert "the rest of the batch was applied" in str(info.value)
+
+
+WC_ERROR = {"code": 64, "codeName": "WriteConcernFailed", "errmsg": "waiting for replication timed out"}
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        pytest.param({"writeErrors": [], "writeConcernErrors": [WC_ERROR]}, id="only-write-concern"),
+        pytest.param(
+            {"writeErrors": [{"index": 0, "code": 2, "errmsg": "bad"}], "writeConcernErrors": [WC_ERROR]},
+            id="with-write-errors",
+        ),
+    ],
+)
+def test_bulk_write_concern_errors_raise_never_success(details: dict[str, Any]) -> None:
+    """w:"majority" timed out: the writes are not acknowledged as asked, so not success."""
+    io = io_with(StubClient(), client_bulk=False, items_error=BulkWriteError(details))
+    with pytest.raises(BulkWriteError) as info:
+        io.execute(Write(requests()))
+    assert info.value.details["writeConcernErrors"] == [WC_ERROR]
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        pytest.param({"writeErrors": [], "writeConcernErrors": [WC_ERROR]}, id="only-write-concern"),
+        pytest.param(
+            {"writeErrors": [{"idx": 0, "code": 2, "errmsg": "bad"}], "writeConcernErrors": [WC_ERROR]},
+            id="with-write-errors",
+        ),
+    ],
+)
+def test_client_bulk_write_concern_errors_raise_never_success(details: dict[str, Any]) -> None:
+    io = io_with(StubClient(ClientBulkWriteException(details, False)), client_bulk=True)
+    with pytest.raises(ClientBulkWriteException):
+        io.execute(Write(requests()))
+
+
+def test_write_concern_errors_reach_every_kind_of_write() -> None:
+    """Puts, deletes, TTL refreshes and sweeps all go through one write path: all raise."""
+    from mongostore._plan import sweep_plan
+
+    exc = BulkWriteError({"writeErrors": [], "writeConcernErrors": [WC_ERROR]})
+    ctx = PlanContext("memories", None, None, utcnow())
+    for plan in (
+        batch_plan([PutOp(("a",), "k", {"v": 1})], ctx),
+        batch_plan([PutOp(("a",), "k", None)], ctx),
+        sweep_plan(utcnow(), with_vectors=False),
+    ):
+        io = io_with(StubClient(), client_bulk=False, items_error=exc)
+        with pytest.raises(BulkWriteError):
+            run_sync(plan, io)
+
+
+def test_sweep_raises_on_per_item_delete_errors() -> None:
+    from mongostore._plan import sweep_plan
+
+    exc = BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "delete refused"}]})
+    io = io_with(StubClient(), client_bulk=False, items_error=exc)
+    with pytest.raises(WriteError, match="the TTL sweep's delete failed: delete refused"):
+        run_sync(sweep_plan(utcnow(), with_vectors=False), io)
+
+
+def test_write_error_says_which_part_failed() -> None:
+    """A vector write failed while its item landed: the value is stored, say so."""
+    from mongostore.config import index_settings
+    from mongostore.embeddings import HashingEmbeddings as Emb
+
+    index = index_settings({"dims": 8, "embed": Emb(8), "fields": ["text"]})
+    vec_error = BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "vector too big"}]})
+    client = StubClient()
+    io = SyncIO(
+        StubCollection("memories", client),  # type: ignore[arg-type]
+        StubCollection("memories_vectors", client, vec_error),  # type: ignore[arg-type]
+        Emb(8),
+    )
+    io.caps = io.server = Capabilities("7.0", fake=False, vector_search=False, client_bulk_write=False)
+
+    def answers(step: Any) -> Any:
+        return [] if isinstance(step, Find) else io.execute(step)
+
+    ctx = PlanContext("memories", index, None, utcnow())
+    plan = batch_plan([PutOp(("a",), "k", {"text": "pizza"})], ctx)
+    with pytest.raises(WriteError) as info:
+        step = next(plan)
+        while True:
+            step = plan.send([[] for _ in step.steps] if isinstance(step, Parallel) else answers(step))
+    assert info.value.stored == {(("a",), "k")}
+    assert "value stored, its vector write failed: vector too big" in str(info.value)
 
 
 class SlowIO(AsyncIO):

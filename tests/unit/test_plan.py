@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -32,7 +34,7 @@ EARLIER = NOW - timedelta(hours=1)
 
 
 def ctx(ttl: TTLSettings | None = None) -> PlanContext:
-    return PlanContext("memories", None, ttl, NOW)
+    return PlanContext("memories", None, ttl, NOW, clock=lambda: NOW)
 
 
 def doc(namespace: tuple[str, ...], key: str, value: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -97,11 +99,25 @@ def test_n_gets_are_one_find_with_in() -> None:
     assert results[0].namespace == ("a",) and results[0].created_at == EARLIER
 
 
-def test_get_key_is_str_coerced() -> None:
-    steps, _ = drive([GetOp(("a",), 123)], canned())  # type: ignore[arg-type]
-    assert steps[0] == Parallel(
-        (Find("items", {"_id": {"$in": ["a.\x00123"]}}, {**ITEM_PROJECTION, "_id": 1}, batch_size=1),)
-    )
+def test_ops_with_non_str_keys_are_refused_not_aliased() -> None:
+    """LangGraph types keys as str; BaseStore's public methods str() them, ops must hold str."""
+    for op in (GetOp(("a",), 123), PutOp(("a",), 123, {"v": 1}), PutOp(("a",), 123, None)):
+        with pytest.raises(InvalidValueError, match="the key must be a str"):
+            drive([op], canned())  # type: ignore[list-item]
+
+
+def test_put_ops_rooted_at_langgraph_or_empty_pass_batch() -> None:
+    """Write-only namespace rules belong to put(), not to op validation (langgraph-checkpoint 4.3)."""
+    steps, results = drive([PutOp(("langgraph", "x"), "k", {"v": 1}), PutOp((), "k", None)], canned())
+    assert results == [None, None]
+    assert [type(s) for s in steps] == [Write]
+
+
+def test_list_namespaces_become_tuples_before_anything_is_cached() -> None:
+    steps, _ = drive([SearchOp(["a", "b"]), GetOp(["a"], "k"), PutOp(["a"], "k", {"v": 1})], canned())  # type: ignore[arg-type]
+    (_find_get, find_search) = steps[0].steps  # type: ignore[union-attr]
+    assert find_search.filter == {"path": {"$regex": "^a\\.b\\."}}
+    assert steps[1].requests[0].item == (("a",), "k")  # type: ignore[union-attr]
 
 
 def test_gets_hide_expired_with_omit_expired() -> None:
@@ -118,11 +134,19 @@ def test_n_puts_are_one_write() -> None:
     ops = [PutOp(("a",), f"k{i}", {"v": i}) for i in range(5)]
     steps, results = drive(ops, canned())
     assert results == [None] * 5
-    assert steps == [Write(tuple(q.put_item_request(("a",), f"k{i}", {"v": i}, NOW, None, None) for i in range(5)))]
+    # One millisecond apart, the last op "now": newest first lists them in op order.
+    assert steps == [
+        Write(
+            tuple(
+                q.put_item_request(("a",), f"k{i}", {"v": i}, NOW - timedelta(milliseconds=4 - i), None, None)
+                for i in range(5)
+            )
+        )
+    ]
 
 
-def test_put_ttl_and_int_key() -> None:
-    steps, _ = drive([PutOp(("a",), 7, {"v": 1}, ttl=1.5)], canned())  # type: ignore[arg-type]
+def test_put_ttl() -> None:
+    steps, _ = drive([PutOp(("a",), "7", {"v": 1}, ttl=1.5)], canned())
     assert steps == [Write((q.put_item_request(("a",), "7", {"v": 1}, NOW, 1.5, None),))]
 
 
@@ -132,7 +156,7 @@ def test_duplicate_puts_collapse_to_the_last() -> None:
     assert steps == [
         Write(
             (
-                q.put_item_request(("a",), "k", {"v": 2}, NOW, None, None),
+                q.put_item_request(("a",), "k", {"v": 2}, NOW - timedelta(milliseconds=1), None, None),
                 q.put_item_request(("a",), "other", {"v": 3}, NOW, None, None),
             )
         )
@@ -279,8 +303,17 @@ def test_failed_ttl_refresh_is_only_logged(caplog: pytest.LogCaptureFixture) -> 
 @pytest.mark.parametrize(
     ("bad_op", "error"),
     [
-        (PutOp((), "k", {"v": 1}), InvalidNamespaceError),
-        (PutOp(("langgraph",), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("a",), 5, {"v": 1}), InvalidValueError),  # type: ignore[arg-type]
+        (GetOp(("a",), 5), InvalidValueError),  # type: ignore[arg-type]
+        (PutOp(("a", "\ud800"), "k", {"v": 1}), InvalidNamespaceError),
+        (PutOp(("a",), "\ud800", {"v": 1}), InvalidValueError),
+        (PutOp(("a",), "k", {"v": "\udfff"}), InvalidValueError),
+        (PutOp(("a",), "k", {"v": 1}, ttl=float("inf")), ValueError),
+        (PutOp(("a",), "k", {"v": 1}, ttl=float("nan")), ValueError),
+        (PutOp(("a",), "k", {"v": 1}, ttl=1e10), ValueError),
+        (SearchOp(("a",), filter={"n": {"$in": [re.compile("^a")]}}), InvalidFilterError),
+        (SearchOp(("a",), filter={"d": date(2026, 1, 1)}), InvalidFilterError),
+        (SearchOp(("a",), filter={"d": {"$gt": Decimal("1.5")}}), InvalidFilterError),
         (PutOp(("a.b",), "k", {"v": 1}), InvalidNamespaceError),
         (PutOp(("a", ""), "k", {"v": 1}), InvalidNamespaceError),
         (PutOp(("a", 1), "k", {"v": 1}), InvalidNamespaceError),  # type: ignore[arg-type]
@@ -322,7 +355,7 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
     from mongostore.embeddings import HashingEmbeddings
 
     index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
-    context = PlanContext("memories", index, None, NOW)
+    context = PlanContext("memories", index, None, NOW, clock=lambda: NOW)
     ops = [
         SearchOp(("u",), query="pizza"),
         PutOp(("u",), "a", {"text": "I like pizza"}),
@@ -342,14 +375,15 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
 
     steps, results = drive(ops, answer, context)
     kinds = [type(s).__name__ for s in steps]
-    assert kinds == ["Probe", "Embed", "Parallel", "Embed", "Find", "Write"]
+    assert kinds == ["Probe", "Embed", "Parallel", "Embed", "Aggregate", "Write"]
     assert steps[1] == Embed(("pizza",))  # the queries, in one call, before the reads
     parallel = steps[2]
     assert isinstance(parallel, Parallel)
     assert [type(s).__name__ for s in parallel.steps] == ["Find", "Aggregate", "Find"]
     assert "$vectorSearch" in parallel.steps[1].pipeline[0]  # type: ignore[union-attr]
     assert steps[3] == Embed(("I like pizza", "I like pasta", "I like sushi"))
-    # the Find after it fills a page the (empty) vector search left short with unvectored items
+    # the Aggregate after it fills a page the (empty) vector search left short with items
+    # that have no valid vector (none listed, or listed hashes without a vector document)
     assert results[0] == [] and results[4] is None
 
 

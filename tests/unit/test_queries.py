@@ -347,64 +347,81 @@ def test_item_sort_is_newest_first_then_path_then_key() -> None:
 # --------------------------------------------------------------------------- write requests
 
 
-def test_put_item_request_without_ttl() -> None:
+UPDATED_AT = {"$max": [NOW, {"$add": ["$updated_at", 1]}]}
+CREATED_AT = {"$set": {"created_at": {"$ifNull": ["$created_at", "$updated_at"]}}}
+
+
+def test_put_item_request_is_an_update_pipeline_without_reads() -> None:
     req = q.put_item_request(("a", "b"), "k", {"v": 1}, NOW, None, None)
     assert req == q.WriteRequest(
         "items",
         "update_one",
         {"_id": "a.b.\x00k"},
-        {
-            "$set": {
-                "namespace": ["a", "b"],
-                "path": "a.b.",
-                "depth": 2,
-                "key": "k",
-                "value": {"v": 1},
-                "updated_at": NOW,
+        [
+            {
+                "$set": {
+                    "namespace": {"$literal": ["a", "b"]},
+                    "path": {"$literal": "a.b."},
+                    "depth": 2,
+                    "key": {"$literal": "k"},
+                    "value": {"$literal": {"v": 1}},
+                    # strictly later than the stored updated_at, whatever the clock says
+                    "updated_at": UPDATED_AT,
+                }
             },
-            "$setOnInsert": {"created_at": NOW},
-            "$unset": {"expires_at": "", "ttl_minutes": ""},
-        },
+            # set on insert only, from the same updated_at: created_at <= updated_at
+            CREATED_AT,
+            {"$project": {"expires_at": 0, "ttl_minutes": 0}},
+        ],
         upsert=True,
     )
     assert req.item == (("a", "b"), "k")
-    # created_at is only set on insert, so an overwrite keeps it.
-    assert "created_at" not in req.update["$set"]  # type: ignore[index]
+
+
+def test_put_item_request_keeps_dollar_strings_literal() -> None:
+    req = q.put_item_request(("$a",), "$k", {"s": "$path", "l": ["$x"]}, NOW, None, None)
+    assert isinstance(req.update, list)
+    set_ = req.update[0]["$set"]
+    assert set_["value"] == {"$literal": {"s": "$path", "l": ["$x"]}}
+    assert set_["key"] == {"$literal": "$k"} and set_["namespace"] == {"$literal": ["$a"]}
 
 
 def test_put_item_request_with_fractional_ttl() -> None:
     req = q.put_item_request(("a",), "k", {}, NOW, 1.5, None)
-    assert req.update is not None
-    assert req.update["$set"]["expires_at"] == NOW + timedelta(seconds=90)
-    assert req.update["$set"]["ttl_minutes"] == 1.5
-    assert "$unset" not in req.update
+    assert isinstance(req.update, list)
+    assert req.update[0]["$set"]["expires_at"] == NOW + timedelta(seconds=90)
+    assert req.update[0]["$set"]["ttl_minutes"] == 1.5
+    assert len(req.update) == 2  # nothing to remove
 
 
 def test_put_item_request_stores_ttl_as_float() -> None:
     req = q.put_item_request(("a",), "k", {}, NOW, 2, None)
-    assert req.update is not None
-    ttl = req.update["$set"]["ttl_minutes"]
+    assert isinstance(req.update, list)
+    ttl = req.update[0]["$set"]["ttl_minutes"]
     assert ttl == 2.0 and isinstance(ttl, float)
 
 
 def test_put_item_request_vector_hashes() -> None:
     with_hashes = q.put_item_request(("a",), "k", {}, NOW, 1, ["h1", "h2"])
-    assert with_hashes.update is not None and with_hashes.update["$set"]["vectors"] == ["h1", "h2"]
+    assert isinstance(with_hashes.update, list)
+    assert with_hashes.update[0]["$set"]["vectors"] == {"$literal": ["h1", "h2"]}
     none_left = q.put_item_request(("a",), "k", {}, NOW, 1, [])
-    assert none_left.update == {
-        "$set": {
-            "namespace": ["a"],
-            "path": "a.",
-            "depth": 1,
-            "key": "k",
-            "value": {},
-            "updated_at": NOW,
-            "expires_at": NOW + timedelta(minutes=1),
-            "ttl_minutes": 1.0,
+    assert none_left.update == [
+        {
+            "$set": {
+                "namespace": {"$literal": ["a"]},
+                "path": {"$literal": "a."},
+                "depth": 1,
+                "key": {"$literal": "k"},
+                "value": {"$literal": {}},
+                "updated_at": UPDATED_AT,
+                "expires_at": NOW + timedelta(minutes=1),
+                "ttl_minutes": 1.0,
+            }
         },
-        "$setOnInsert": {"created_at": NOW},
-        "$unset": {"vectors": ""},
-    }
+        CREATED_AT,
+        {"$project": {"vectors": 0}},
+    ]
 
 
 def test_delete_item_requests() -> None:
