@@ -533,6 +533,12 @@ FAKE_SERVER = "mongomock (in-memory, for development)"
 def _search_probe_answer(exc: Exception) -> tuple[bool, str]:
     if isinstance(exc, OperationFailure) and exc.code in NO_SEARCH_CODES:
         return False, f"server has no Atlas Search (code {exc.code})"
+    if isinstance(exc, OperationFailure) and exc.code is None:
+        # MongoDB always codes its errors (mongod gives even mongot's uncoded ones code 8); an
+        # uncoded refusal comes from a server that only speaks the protocol and knows no search.
+        message = str((exc.details or {}).get("errmsg") or exc)
+        logger.warning("the server refused the search index probe without an error code (%s): ranking locally", message)
+        return False, f"server has no Atlas Search (uncoded answer: {message})"
     if isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         return False, "this backend has no search index commands"
     raise exc
