@@ -42,6 +42,7 @@ from mongostore._codec import (
     doc_to_search_item,
     extract_texts,
     item_id,
+    plain_value,
     text_hash,
 )
 from mongostore._steps import (
@@ -663,7 +664,9 @@ def status_plan(index: IndexSettings | None) -> Plan:
 
 
 def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
-    return (yield Aggregate("items", pipeline))
+    """The pipeline's output documents, with ints as ints (``plain_value``) on every backend."""
+    docs = yield Aggregate("items", pipeline)
+    return [plain_value(doc) for doc in docs]
 
 
 __all__ = [
