@@ -49,6 +49,12 @@ ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
 REAL_BACKENDS = frozenset({"sync-real", "async-real"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if TEST_SERVER and not MONGODB_URI:
+        # Else every real-server test would skip and the run would pass having tested nothing.
+        raise pytest.UsageError(f"MONGOSTORE_TEST_SERVER={TEST_SERVER} names a server, but MONGODB_URI is not set")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark by folder, mark real-server parametrizations, and expect mongoeco's deviations.
 
