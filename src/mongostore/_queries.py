@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import bson
 from bson.binary import Binary, BinaryVectorDtype
+from bson.errors import InvalidDocument
 from langgraph.store.base import MatchCondition
 
 from mongostore._codec import ancestor_paths, item_id, namespace_path, vector_id
@@ -113,8 +115,13 @@ def _reject(msg: str) -> InvalidFilterError:
     return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)")
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
 def _check_literal(value: Any, where: str) -> None:
-    """Operator operands are data: no ``$`` field names may hide inside them."""
+    """Operator operands are data: no ``$`` field names may hide inside them, and every
+    leaf must be storable as BSON (an int beyond 64 bits, a ``Decimal`` or a ``set``
+    would otherwise fail inside pymongo's encoder, and on mongomock simply match nothing)."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             if not isinstance(k, str) or k.startswith("$"):
@@ -123,6 +130,16 @@ def _check_literal(value: Any, where: str) -> None:
     elif isinstance(value, (list, tuple)):
         for v in value:
             _check_literal(v, where)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value not in _INT64:
+            raise InvalidFilterError(f"filter {where}: {value} does not fit in MongoDB's 64-bit integers")
+    elif not isinstance(value, (str, float, bool, datetime, type(None))):
+        try:
+            bson.encode({"v": value})
+        except (InvalidDocument, OverflowError, TypeError) as exc:
+            raise InvalidFilterError(
+                f"filter {where}: a {type(value).__name__} cannot be sent to MongoDB as BSON"
+            ) from exc
 
 
 def _check_field_name(name: Any) -> str:

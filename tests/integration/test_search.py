@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 
 import mongomock
@@ -238,6 +239,14 @@ BAD_FILTERS: list[Any] = [
     pytest.param({"$nor": [{"a": 1}]}, id="$nor"),
     pytest.param({"a": {"$elemMatch": {"b": 1}}}, id="$elemMatch"),
     pytest.param({"a": {"$gt": 1, "b": 2}}, id="mixed-operator-and-field"),
+    # Not storable as BSON: pymongo's encoder would refuse them, mongomock match nothing.
+    pytest.param({"a": 10**100}, id="int-beyond-64-bits"),
+    pytest.param({"a": {"$gt": 2**63}}, id="int-beyond-64-bits-in-range"),
+    pytest.param({"a": {"$in": [1, -(2**63) - 1]}}, id="int-beyond-64-bits-in-$in"),
+    pytest.param({"meta": {"a": 2**64}}, id="int-beyond-64-bits-in-containment"),
+    pytest.param({"a": [1, 2**64]}, id="int-beyond-64-bits-in-list"),
+    pytest.param({"a": Decimal("1.5")}, id="decimal"),
+    pytest.param({"a": {1, 2}}, id="set"),
 ]
 
 
