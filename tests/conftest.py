@@ -33,16 +33,48 @@ sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
 
 MONGODB_URI = os.environ.get("MONGODB_URI")
 REAL_SKIP = "needs a real MongoDB: set MONGODB_URI (e.g. `docker compose up -d`, then MONGODB_URI=mongodb://localhost:27017/?directConnection=true)"
+# Which server MONGODB_URI points at, when it is not a MongoDB: ".ci/wire" sets "mongoeco".
+TEST_SERVER = os.environ.get("MONGOSTORE_TEST_SERVER", "")
+
+# mongoeco's deviations from MongoDB that our tests meet, each with the page that says what
+# MongoDB does (docs/real-server.md has a reproduction of each).
+NO_TYPE_BRACKETING = pytest.mark.mongoeco_deviation(
+    "no type bracketing: {n: {$gt: 5}} matches the string '10'; MongoDB compares only values of the "
+    "operand's BSON type (https://www.mongodb.com/docs/manual/reference/mql/query-predicates/type-bracketing/)"
+)
 
 SYNC_BACKENDS = ["sync-mongomock", "sync-real"]
 ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-real"]
 ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
+REAL_BACKENDS = frozenset({"sync-real", "async-real"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if TEST_SERVER and not MONGODB_URI:
+        # Else every real-server test would skip and the run would pass having tested nothing.
+        raise pytest.UsageError(f"MONGOSTORE_TEST_SERVER={TEST_SERVER} names a server, but MONGODB_URI is not set")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark by folder, mark real-server parametrizations, and expect mongoeco's deviations.
+
+    ``-m realserver`` then selects exactly the tests that need ``MONGODB_URI``. A test
+    (or a ``pytest.param``) marked ``mongoeco_deviation("what mongoeco does differently,
+    and the MongoDB page that says what MongoDB does")`` is a strict xfail on the real
+    backends when ``MONGOSTORE_TEST_SERVER=mongoeco``, and an ordinary test everywhere
+    else; docs/real-server.md lists every one.
+    """
     for item in items:
         if "/tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+        callspec = getattr(item, "callspec", None)
+        real = callspec is not None and any(v in REAL_BACKENDS for v in callspec.params.values() if isinstance(v, str))
+        if real:
+            item.add_marker(pytest.mark.realserver)
+        deviation = item.get_closest_marker("mongoeco_deviation")
+        if deviation is not None and TEST_SERVER == "mongoeco" and (real or item.get_closest_marker("realserver")):
+            reason = f"mongoeco deviates from MongoDB: {deviation.args[0]}"
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
 
 
 class StoreAPI:

@@ -21,6 +21,7 @@ from typing import Any
 
 import bson
 from bson.errors import InvalidDocument
+from bson.int64 import Int64
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem, get_text_at_path
 
 from mongostore.errors import InvalidValueError
@@ -100,9 +101,34 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+def plain_value(value: Any) -> Any:
+    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put.
+
+    pymongo stores a Python int outside int32 as BSON int64 and decodes int64 as
+    ``Int64`` (``bson._get_int64``), so on any real server ``2**31`` comes back as an
+    ``int`` subclass; mongomock and InMemoryStore give back ``int``. Containers are
+    copied only when something in them changed, so the common case allocates nothing.
+    """
+    if isinstance(value, Int64):
+        return int(value)
+    if isinstance(value, dict):
+        changed: dict[str, Any] | None = None
+        for k, v in value.items():
+            p = plain_value(v)
+            if p is not v:
+                if changed is None:
+                    changed = dict(value)
+                changed[k] = p
+        return value if changed is None else changed
+    if isinstance(value, list):
+        out = [plain_value(v) for v in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else out
+    return value
+
+
 def doc_to_item(doc: Mapping[str, Any]) -> Item:
     return Item(
-        value=doc["value"],
+        value=plain_value(doc["value"]),
         key=doc["key"],
         namespace=tuple(doc["namespace"]),
         created_at=as_utc(doc["created_at"]),
@@ -114,7 +140,7 @@ def doc_to_search_item(doc: Mapping[str, Any], score: float | None = None) -> Se
     return SearchItem(
         tuple(doc["namespace"]),
         doc["key"],
-        doc["value"],
+        plain_value(doc["value"]),
         as_utc(doc["created_at"]),
         as_utc(doc["updated_at"]),
         score,

@@ -51,6 +51,7 @@ from mongostore._codec import (
     extract_texts,
     item_doc_size,
     item_id,
+    plain_value,
     text_hash,
     unencodable,
     vector_id,
@@ -1152,7 +1153,9 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
 
 
 def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
-    return (yield Aggregate("items", pipeline))
+    """The pipeline's output documents, with ints as ints (``plain_value``) on every backend."""
+    docs = yield Aggregate("items", pipeline)
+    return [plain_value(doc) for doc in docs]
 
 
 __all__ = [

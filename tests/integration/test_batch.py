@@ -190,3 +190,22 @@ async def test_concurrent_puts_to_one_key_last_wins(make_store: MakeStore) -> No
     assert isinstance(store, AsyncMongoStore)
     await asyncio.gather(*(store.aput(("c",), "k", {"v": i}) for i in range(5)))
     assert (await store.aget(("c",), "k")).value == {"v": 4}  # type: ignore[union-attr]
+
+
+async def test_a_rejected_write_names_its_item_and_the_rest_lands(make_store: MakeStore) -> None:
+    """The server's own refusal (E11000 from a unique index the application added) comes back
+    as one ``WriteError`` naming the item; the batch's other writes are applied (unordered)."""
+    from mongostore import WriteError
+
+    api = await make_store()
+    made = api.store.collection.create_index("value.email", unique=True, sparse=True)
+    if hasattr(made, "__await__"):
+        await made
+    ops = [PutOp(("u",), "a", {"email": "x@example.com"}), PutOp(("u",), "b", {"email": "x@example.com"}),
+           PutOp(("u",), "c", {"email": "y@example.com"})]
+    with pytest.raises(WriteError) as caught:
+        await api.batch(ops)
+    ((ns, key, message),) = caught.value.failures
+    assert ns == ("u",) and key in {"a", "b"} and "E11000" in message
+    landed = sorted(i.key for i in await api.search(("u",)))
+    assert landed == sorted({"a", "b"} - {key} | {"c"})

@@ -52,6 +52,27 @@ async def test_nested_values_round_trip(make_store: MakeStore) -> None:
     assert found.value == NESTED
 
 
+def types_of(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: types_of(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [types_of(v) for v in value]
+    return type(value)
+
+
+async def test_ints_outside_int32_come_back_as_int(make_store: MakeStore) -> None:
+    """BSON stores them as int64, which pymongo decodes as ``bson.Int64`` on any real server."""
+    value = {"big": 2**31, "neg": -(2**31) - 1, "max": 2**63 - 1, "list": [2**40, [2**41]], "deep": {"n": 2**42}}
+    api = await make_store()
+    await api.put(("users",), "k", value)
+    item = await api.get(("users",), "k")
+    (found,) = await api.search(("users",), filter={"big": 2**31})
+    rows = await api.aggregate(("users",), [{"$project": {"_id": 0, "value": 1}}])
+    for got in (item.value, found.value, rows[0]["value"]):
+        assert got == value
+        assert types_of(got) == types_of(value)
+
+
 async def test_empty_value(make_store: MakeStore) -> None:
     api = await make_store()
     await api.put(("a",), "k", {})

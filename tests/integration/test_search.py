@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 import mongomock
 import pytest
-from conftest import Counting, MakeStore, StoreAPI
+from conftest import NO_TYPE_BRACKETING, Counting, MakeStore, StoreAPI
 from langgraph.store.base import GetOp, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
 
@@ -150,13 +151,13 @@ async def filter_store(make_store: MakeStore) -> StoreAPI:
         ({"c": "red"}, ["1", "3"]),
         ({"c": {"$eq": "red"}}, ["1", "3"]),
         ({"c": {"$ne": "red"}}, ["2", "4", "5"]),
-        ({"n": {"$gt": 5}}, ["3", "4"]),
-        ({"n": {"$gte": 5}}, ["2", "3", "4"]),
+        pytest.param({"n": {"$gt": 5}}, ["3", "4"], marks=NO_TYPE_BRACKETING),
+        pytest.param({"n": {"$gte": 5}}, ["2", "3", "4"], marks=NO_TYPE_BRACKETING),
         ({"n": {"$lt": 5}}, ["1"]),
         ({"n": {"$lte": 5}}, ["1", "2"]),
         ({"n": {"$gte": 1, "$lt": 10}}, ["1", "2", "4"]),
         ({"f": {"$gt": 1}}, ["1"]),
-        ({"n": {"$gt": 4.5}}, ["2", "3", "4"]),
+        pytest.param({"n": {"$gt": 4.5}}, ["2", "3", "4"], marks=NO_TYPE_BRACKETING),
         ({"c": "red", "n": {"$gt": 1}}, ["3"]),
     ],
 )
@@ -166,12 +167,22 @@ async def test_comparison_operators(make_store: MakeStore, flt: dict[str, Any], 
 
 
 async def test_numbers_compare_as_numbers(make_store: MakeStore) -> None:
-    """10 > 9 (PostgresStore compares text, so '10' < '9': langgraph#7684)."""
+    """10 > 9 (PostgresStore compares text, so '10' < '9': langgraph#7684), across int32,
+    int64 and double; strings against numbers are the next test's."""
+    api = await make_store()
+    await api.batch([PutOp(("f",), k, {"n": n}) for k, n in {"a": 9, "b": 10, "c": 1.5, "d": 2**40}.items()])
+    assert await keys(api, filter={"n": {"$gt": 9}}) == ["b", "d"]
+    assert await keys(api, filter={"n": {"$lt": 10}}) == ["a", "c"]
+    assert await keys(api, filter={"n": {"$gte": 2**40}}) == ["d"]
+
+
+@NO_TYPE_BRACKETING
+async def test_a_string_is_never_compared_with_a_number(make_store: MakeStore) -> None:
+    """Item 5's ``n`` is the string "10": a comparison with a number never matches it."""
     api = await filter_store(make_store)
-    assert await keys(api, filter={"n": {"$gt": 9}}) == ["3"]
-    assert await keys(api, filter={"n": {"$lt": 10}}) == ["1", "2", "4"]
-    # The string "10" of item 5 is not a number: MongoDB never compares it with one.
     assert "5" not in await keys(api, filter={"n": {"$gte": 0}})
+    assert "5" not in await keys(api, filter={"$or": [{"c": "blue"}, {"n": {"$gte": 10}}]})
+    assert await keys(api, filter={"n": {"$lt": "5"}}) == ["5"]  # and a string only with strings
 
 
 async def test_ne_matches_items_missing_the_field(make_store: MakeStore) -> None:
@@ -220,7 +231,7 @@ async def test_safe_extensions(make_store: MakeStore) -> None:
     assert await keys(api, filter={"c": {"$nin": ["red", "green"]}}) == ["2", "4"]
     assert await keys(api, filter={"f": {"$exists": True}}) == ["1"]
     assert await keys(api, filter={"c": {"$exists": False}}) == ["4"]
-    assert await keys(api, filter={"$or": [{"c": "blue"}, {"n": {"$gte": 10}}]}) == ["2", "3"]
+    assert await keys(api, filter={"$or": [{"c": "blue"}, {"n": 10}]}) == ["2", "3"]
     assert await keys(api, filter={"$and": [{"c": "red"}, {"n": {"$lt": 5}}]}) == ["1"]
     assert await keys(api, filter={"$or": [{"c": "green"}, {"$and": [{"c": "red"}, {"n": 10}]}]}) == ["3", "5"]
 
@@ -246,6 +257,10 @@ BAD_FILTERS: list[Any] = [
     pytest.param({"$nor": [{"a": 1}]}, id="$nor"),
     pytest.param({"a": {"$elemMatch": {"b": 1}}}, id="$elemMatch"),
     pytest.param({"a": {"$gt": 1, "b": 2}}, id="mixed-operator-and-field"),
+    # Not storable as BSON: pymongo's encoder would refuse them, mongomock match nothing.
+    # (Ints beyond int64 are not here: they compare as the doubles beside them, see test_dropin.)
+    pytest.param({"a": Decimal("1.5")}, id="decimal"),
+    pytest.param({"a": {1, 2}}, id="set"),
 ]
 
 

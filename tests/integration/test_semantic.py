@@ -239,3 +239,29 @@ def test_cosine_of_zero_vector_is_zero() -> None:
     s = similarities([1.0, 0.0], [[0.0, 0.0], [2.0, 0.0], [-1.0, 0.0]], "cosine")
     assert s.tolist() == [0.0, 1.0, -1.0]
     assert math.isclose(similarities([1.0, 0.0], [[3.0, 4.0]], "euclidean")[0], -math.sqrt(20))
+
+
+async def test_status_reports_what_the_server_can_do(make_semantic_store: MakeStore) -> None:
+    """``status()`` (``mongostore doctor``) after setup: indexes, counts, and a search path and
+    bulk-write path that match the server's own answers (buildInfo, hello) on a real one."""
+    from conftest import TEST_SERVER
+
+    api, _ = await seeded(make_semantic_store)
+    status = await api.status()
+    assert {"path_key", "path_updated_at", "expires_at_ttl"} <= set(status["item_indexes"])
+    assert {"item_id", "ns_prefixes", "expires_at_ttl"} <= set(status["vector_indexes"])
+    assert (status["items"], status["vectors"]) == (len(MEMORIES), len(MEMORIES))
+    assert status["search_path"] == ("atlas" if status["vector_search_available"] else "local")
+    if api.backend.endswith("local"):
+        assert (status["fake"], status["search_path"], status["client_bulk_write"]) == (True, "local", False)
+    elif api.backend.endswith("atlas"):
+        assert status["search_path"] == "atlas" and status["vector_search_index"]["queryable"] is True
+    else:
+        admin = api.store.collection.database.client.admin
+        info, hello = admin.command("buildInfo"), admin.command("hello")
+        if api.is_async:
+            info, hello = await info, await hello
+        assert status["fake"] is False and status["server_version"] == info["version"]
+        assert status["client_bulk_write"] is (hello["maxWireVersion"] >= 25)
+        if TEST_SERVER == "mongoeco":  # no search commands: the uncoded refusal means "rank locally"
+            assert status["search_path"] == "local" and "uncoded answer" in status["detail"]

@@ -434,6 +434,23 @@ def test_probe_a_server_without_search(code: int) -> None:
     assert str(code) in caps.detail
 
 
+def test_probe_takes_an_uncoded_refusal_as_no_search(caplog: pytest.LogCaptureFixture) -> None:
+    """A server that only speaks the wire protocol (mongoeco) refuses the stage with no code."""
+    from pymongo.errors import OperationFailure
+
+    refusal = OperationFailure(
+        "Unsupported aggregation stage: $listSearchIndexes",
+        details={"ok": 0.0, "errmsg": "Unsupported aggregation stage: $listSearchIndexes"},
+    )
+    assert refusal.code is None
+    answers = {"buildInfo": {"version": "7.0.0"}, "hello": {"maxWireVersion": 20}, "ListSearchIndexes": refusal}
+    with caplog.at_level("WARNING", logger="mongostore"):
+        _, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+    assert (caps.vector_search, caps.client_bulk_write) == (False, False)
+    assert "Unsupported aggregation stage: $listSearchIndexes" in caps.detail
+    assert any("Unsupported aggregation stage" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+
+
 def test_probe_lets_other_errors_through() -> None:
     from pymongo.errors import OperationFailure
 

@@ -1,0 +1,64 @@
+"""Documents -> Items at the decode edge of ``mongostore._codec`` (no database)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import bson
+from bson.int64 import Int64
+
+from mongostore._codec import doc_to_item, doc_to_search_item, plain_value
+from mongostore._plan import aggregate_plan
+from mongostore._steps import Aggregate
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+VALUE: dict[str, Any] = {"big": 2**31, "small": 5, "neg": -(2**40), "list": [2**33, [2**34]], "deep": {"n": 2**35}}
+
+
+def types_of(value: Any) -> Any:
+    """The shape of ``value`` with each leaf replaced by its exact type."""
+    if isinstance(value, dict):
+        return {k: types_of(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [types_of(v) for v in value]
+    return type(value)
+
+
+def stored(value: dict[str, Any]) -> dict[str, Any]:
+    """An item document as pymongo decodes it from a real server (BSON round trip)."""
+    doc = {"namespace": ["a"], "key": "k", "value": value, "created_at": NOW, "updated_at": NOW}
+    return bson.decode(bson.encode(doc))
+
+
+def test_bson_gives_int64_for_ints_outside_int32() -> None:
+    """The premise: what pymongo returns from any server for these values."""
+    decoded = stored(VALUE)["value"]
+    assert type(decoded["big"]) is Int64 and type(decoded["deep"]["n"]) is Int64 and type(decoded["small"]) is int
+
+
+def test_items_get_back_the_ints_the_user_put() -> None:
+    doc = stored(VALUE)
+    assert types_of(doc_to_item(doc).value) == types_of(VALUE)
+    assert types_of(doc_to_search_item(doc, 0.5).value) == types_of(VALUE)
+    assert doc_to_item(doc).value == VALUE
+
+
+def test_plain_value_copies_only_what_changed() -> None:
+    untouched = {"a": [1, "x", {"b": 2.5}], "c": None}
+    assert plain_value(untouched) is untouched
+    mixed = {"keep": {"x": 1}, "fix": Int64(7)}
+    out = plain_value(mixed)
+    assert out == {"keep": {"x": 1}, "fix": 7} and type(out["fix"]) is int
+    assert out["keep"] is mixed["keep"] and type(mixed["fix"]) is Int64  # the input is not mutated
+
+
+def test_aggregate_results_hold_plain_ints() -> None:
+    plan = aggregate_plan([{"$match": {}}])
+    step = next(plan)
+    assert isinstance(step, Aggregate)
+    try:
+        plan.send([{"_id": Int64(2**40), "n": Int64(3), "values": [Int64(1)]}])
+    except StopIteration as stop:
+        (row,) = stop.value
+    assert types_of(row) == {"_id": int, "n": int, "values": [int]}
