@@ -842,10 +842,12 @@ def _search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
         if exc.code in NO_SEARCH_CODES:
             return False, f"server has no Atlas Search (code {exc.code})"
         if exc.code is None and not _is_index_unavailable(exc):
-            # An answer without a code (e.g. a wire-protocol test server): no search here.
-            logger.warning("a search command failed without an error code (%s): treating the server as one "
-                           "without Atlas Search; semantic searches rank locally", exc)
-            return False, f"server has no Atlas Search (uncoded error: {exc})"
+            # MongoDB always codes its errors (mongod gives even mongot's uncoded ones code 8); an
+            # uncoded refusal comes from a server that only speaks the protocol and knows no search.
+            message = str((exc.details or {}).get("errmsg") or exc)
+            logger.warning("the server refused a search command without an error code (%s): treating it as "
+                           "a server without Atlas Search; semantic searches rank locally", message)
+            return False, f"server has no Atlas Search (uncoded answer: {message})"
     if fake and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         # mongomock and its async wrappers know no search stages or commands.
         return False, "this backend has no search index commands"
