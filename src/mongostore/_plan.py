@@ -978,9 +978,9 @@ def _definition_matches(existing: dict[str, Any], wanted: dict[str, Any]) -> boo
     return key(existing) == key(wanted)
 
 
-def _recreate_advice(index: IndexSettings) -> str:
+def _recreate_advice(name: str) -> str:
     return (
-        f"drop it and let setup() create it again: vectors_collection.drop_search_index({index.index_name!r}), "
+        f"drop it and let setup() create it again: vectors_collection.drop_search_index({name!r}), "
         "then store.setup() (searches rank locally while it builds), or change index_name to build a new "
         "index next to the old one"
     )
@@ -1034,7 +1034,13 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     # The server answers search-index commands: a mode it cannot run (reranking before 8.3)
     # fails now, and hybrid's $search index is built next to the vector index.
     modes.setup_checks(index, replace(server, vector_search=True))
-    yield from modes.text_index_plan(index, server)
+    text_index = yield from modes.text_index_plan(index, server)
+    if text_index is not None:  # hybrid's $search index: the same READY rule as the vector index
+        text_name, text_wanted = text_index
+        yield from _wait_until_ready(
+            text_name, "search index", lambda latest: latest == text_wanted, index.setup_timeout,
+            _recreate_advice(text_name),
+        )
     updated = False
     try:
         if not existing:
@@ -1056,11 +1062,17 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         elif updated and isinstance(exc, OperationFailure):
             raise VectorIndexError(
                 f"could not update vector search index {index.index_name!r} ({exc}); "
-                f"Atlas Local may not support updating it: {_recreate_advice(index)}"
+                f"Atlas Local may not support updating it: {_recreate_advice(index.index_name)}"
             ) from exc
         else:
             raise
-    yield from _wait_until_ready(index, wanted, updated)
+    yield from _wait_until_ready(
+        index.index_name,
+        "vector search index",
+        lambda latest: _definition_matches(latest, wanted),
+        index.setup_timeout,
+        _recreate_advice(index.index_name),
+    )
     yield Probe(index.index_name, refresh=True)  # searches use the index from now on
     return None
 
@@ -1072,36 +1084,44 @@ def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
         raise err
 
 
-def _wait_until_ready(index: IndexSettings, wanted: dict[str, Any], updated: bool) -> Plan:
+def _wait_until_ready(
+    name: str,
+    what: str,
+    matches: Callable[[dict[str, Any]], bool],
+    timeout: float,
+    advice: str,
+) -> Plan:
+    """Poll a search index until it is ``READY`` on the wanted definition (``matches``).
+
+    FAILED is checked first; during a rebuild mongot reports ``queryable: true`` and the
+    new ``latestDefinition`` while the old one still serves, so only ``READY`` counts.
+    Bounded by ``timeout`` seconds, with progress in the log.
+    """
     start = time.monotonic()
-    deadline = start + index.setup_timeout
+    deadline = start + timeout
     delay = 0.2
     while True:
-        found = yield ListSearchIndexes("vectors", index.index_name)
+        found = yield ListSearchIndexes("vectors", name)
         doc = found[0] if found else {}
         status = str(doc.get("status", "MISSING"))
         latest = doc.get("latestDefinition") or {}
         if status == "FAILED":
-            advice = _recreate_advice(index)
             serving = " (the previous definition still serves queries)" if doc.get("queryable") else ""
             raise VectorIndexError(
-                f"vector search index {index.index_name!r} failed to build{serving}: {_status_message(doc)}; "
-                f"fix the cause, then {advice}"
+                f"{what} {name!r} failed to build{serving}: {_status_message(doc)}; fix the cause, then {advice}"
             )
-        if status == "READY" and _definition_matches(latest, wanted):
-            logger.info("vector search index %r is ready", index.index_name)
+        if status == "READY" and matches(latest):
+            logger.info("%s %r is ready", what, name)
             return None
         waited = time.monotonic() - start
         if time.monotonic() >= deadline:
             raise VectorIndexError(
-                f"vector search index {index.index_name!r} not ready on the wanted definition after "
-                f"{index.setup_timeout:.0f}s (status {status}, queryable {doc.get('queryable')}); "
+                f"{what} {name!r} not ready on the wanted definition after "
+                f"{timeout:.0f}s (status {status}, queryable {doc.get('queryable')}); "
                 "raise index['setup_timeout'] or check the search node's logs"
             )
-        logger.info(
-            "waiting for vector search index %r: status %s, queryable %s (%.0fs)",
-            index.index_name, status, doc.get("queryable"), waited,
-        )
+        queryable = doc.get("queryable")
+        logger.info("waiting for %s %r: status %s, queryable %s (%.0fs)", what, name, status, queryable, waited)
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Literal
 
@@ -38,7 +37,6 @@ from mongostore._steps import (
     EnsureCollection,
     Find,
     ListSearchIndexes,
-    Sleep,
     Step,
     UpdateSearchIndex,
 )
@@ -281,7 +279,11 @@ def create_vector_index(name: str, definition: dict[str, Any], index: IndexSetti
 
 
 def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
-    """Create (or update) the hybrid mode's ``$search`` index and wait until it is READY."""
+    """Create (or update) the hybrid mode's ``$search`` index.
+
+    Returns ``(name, definition)`` for the caller to wait on (``setup_plan`` waits for
+    ``READY`` on that definition, as for the vector index), or None when there is none.
+    """
     hybrid = index.hybrid
     if hybrid is None:
         return None
@@ -297,22 +299,7 @@ def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
     elif (existing[0].get("latestDefinition") or {}) != wanted:
         logger.info("updating search index %r (its mappings changed)", hybrid.index_name)
         yield UpdateSearchIndex("vectors", hybrid.index_name, wanted)
-    deadline = time.monotonic() + index.setup_timeout
-    delay = 0.2
-    while True:
-        found = yield ListSearchIndexes("vectors", hybrid.index_name)
-        doc = found[0] if found else {}
-        status = doc.get("status", "MISSING")
-        if status == "READY" and doc.get("queryable") is True:
-            return None
-        if status == "FAILED":
-            raise VectorIndexError(f"search index {hybrid.index_name!r} failed: {doc.get('statusDetail') or doc}")
-        if time.monotonic() >= deadline:
-            raise VectorIndexError(
-                f"search index {hybrid.index_name!r} not READY after {index.setup_timeout:.0f}s (status {status})"
-            )
-        yield Sleep(delay)
-        delay = min(delay * 2, 2.0)
+    return hybrid.index_name, wanted
 
 
 def definitions(index: IndexSettings) -> Sequence[tuple[str, str, dict[str, Any]]]:

@@ -161,6 +161,23 @@ def test_hybrid_without_rank_fusion_on_the_server_fuses_locally(caplog: pytest.L
     assert keys_scores(store.search(("u", "a"), query=QUERY)) == keys_scores(reference.search(("u", "a"), query=QUERY))
 
 
+def test_hybrid_text_index_waits_like_the_vector_index_and_says_how_to_recover() -> None:
+    """The $search index follows the vector index's rule: READY on the wanted definition,
+    FAILED checked first, with the advice to drop and recreate it."""
+    coll = atlas_collection()
+    coll.atlas.build_fails = True
+    store = MongoStore(coll, index=cfg(hybrid={"index_name": "memtext"}))
+    recover = r"search index 'memtext' failed to build.*drop_search_index\('memtext'\)"
+    with pytest.raises(VectorIndexError, match=recover):
+        store.setup()
+
+    held = atlas_collection()
+    slow = MongoStore(held, index=cfg(hybrid={"index_name": "memtext"}, setup_timeout=0.5))
+    held.atlas.queryable_after = 10**6  # builds never finish within the timeout
+    with pytest.raises(VectorIndexError, match="search index 'memtext' not ready on the wanted definition"):
+        slow.setup()
+
+
 def test_hybrid_lexical_ranking_finds_exact_terms_the_embedding_blurs() -> None:
     store = MongoStore.in_memory(index=cfg(hybrid={"weights": {"vector": 0.0, "text": 1.0}}))
     fill(store)
