@@ -8,6 +8,8 @@ test is written once and runs against:
 - ``async-mock``: ``AsyncMongoStore`` on pymongo-async-mock, which poses as
   pymongo's ``AsyncCollection`` (always);
 - ``async-motor-mock``: ``AsyncMongoStore`` on mongomock_motor, a Motor double (always);
+- ``sync-file`` / ``async-file``: the persistent embedded store (``MongoStore.local``'s
+  collections, in a fresh directory per test; every call locks, reloads if changed, saves);
 - ``sync-real`` / ``async-real``: a real server when ``MONGODB_URI`` is set, one
   fresh database per test, dropped afterwards (skipped otherwise, with the reason).
 
@@ -34,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
 MONGODB_URI = os.environ.get("MONGODB_URI")
 REAL_SKIP = "needs a real MongoDB: set MONGODB_URI (e.g. `docker compose up -d`, then MONGODB_URI=mongodb://localhost:27017/?directConnection=true)"
 
-SYNC_BACKENDS = ["sync-mongomock", "sync-real"]
-ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-real"]
+SYNC_BACKENDS = ["sync-mongomock", "sync-file", "sync-real"]
+ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-file", "async-real"]
 ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
 
 
@@ -111,6 +113,8 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
         import mongomock
 
         return mongomock.MongoClient(tz_aware=True)["test"][name]
+    if backend == "sync-file":
+        return _file_collection(request, name)
     if not MONGODB_URI:
         pytest.skip(REAL_SKIP)
     from pymongo import MongoClient
@@ -126,7 +130,22 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
     return client[db_name][name]
 
 
-async def _async_collection(backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str) -> Any:
+def _file_collection(request: pytest.FixtureRequest, name: str) -> Any:
+    """A collection of a fresh local store (its own engine: nothing cached between tests)."""
+    from mongostore._embedded import LocalCollection, LocalFile
+
+    directory = request.getfixturevalue("tmp_path") / "local-store"
+    return LocalCollection(LocalFile(directory, "test"), name)
+
+
+async def _async_collection(
+    backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str, request: pytest.FixtureRequest | None = None
+) -> Any:
+    if backend == "async-file":
+        from mongostore._embedded import AsyncCollection
+
+        assert request is not None
+        return AsyncCollection(_file_collection(request, name))
     if backend == "async-mock":
         from pymongo_async_mock import AsyncMongoMockClient
 
@@ -166,7 +185,7 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]
             coll = collection if collection is not None else _sync_collection(backend, request, name)
             api = StoreAPI(MongoStore(coll, **kwargs), backend)
         else:
-            coll = collection if collection is not None else await _async_collection(backend, cleanups, name)
+            coll = collection if collection is not None else await _async_collection(backend, cleanups, name, request)
             api = StoreAPI(AsyncMongoStore(coll, **kwargs), backend)
         if setup:
             await api.setup()
