@@ -61,7 +61,7 @@ ENV_DATA_DIR = "MONGOSTORE_DATA_DIR"
 LOCAL_SCHEME = "mongostore-local://"
 FORMAT = "mongostore-embedded"
 FORMAT_VERSION = 1
-_CODEC = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
+_CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
 _BAD_DB_CHARS = set('/\\. "$*<>:|?\x00')
 
 
