@@ -261,39 +261,28 @@ class LocalFile:
     def _load(self) -> Any:
         client = self._new_client()
         db = client[self.db_name]
-        with open(self.path, "rb") as fh:
-            docs = bson.decode_file_iter(fh, codec_options=_CODEC)
-            try:
+        try:
+            with open(self.path, "rb") as fh:
+                docs = bson.decode_file_iter(fh, codec_options=_CODEC)
                 header = next(docs)
                 if header.get("format") != FORMAT or header.get("version") != FORMAT_VERSION:
                     raise RuntimeError(
                         f"{self.path} is not a mongostore local store (format {header.get('format')!r}, "
                         f"version {header.get('version')!r})"
                     )
-                pending: list[dict[str, Any]] = []
-                coll: Any = None
-                remaining = 0
-                for doc in docs:
-                    if remaining == 0:
-                        if pending:
-                            coll.insert_many(pending)
-                            pending = []
-                        coll = db.create_collection(doc["collection"])
-                        for index in doc.get("indexes", []):
-                            coll.create_index(
-                                [(k, v) for k, v in index["key"]],
-                                **{k: v for k, v in index.items() if k not in ("key", "v", "ns")},
-                            )
-                        remaining = int(doc["count"])
-                        continue
-                    pending.append(doc)
-                    remaining -= 1
-                if pending:
-                    coll.insert_many(pending)
-                if remaining:
-                    raise RuntimeError(f"{self.path} is truncated ({remaining} document(s) missing)")
-            except (bson.errors.BSONError, KeyError, StopIteration, TypeError) as exc:
-                raise RuntimeError(f"the local store file {self.path} is unreadable: {exc!r}") from None
+                for section in docs:
+                    coll = db.create_collection(section["collection"])
+                    count = int(section["count"])
+                    _restore(coll, [next(docs) for _ in range(count)])
+                    for index in section.get("indexes", []):
+                        coll.create_index(
+                            [(k, v) for k, v in index["key"]],
+                            **{k: v for k, v in index.items() if k not in ("key", "v", "ns")},
+                        )
+        except StopIteration:
+            raise RuntimeError(f"the local store file {self.path} is truncated") from None
+        except (bson.errors.BSONError, KeyError, TypeError, ValueError) as exc:
+            raise RuntimeError(f"the local store file {self.path} is unreadable: {exc!r}") from None
         self.loads += 1
         return client
 
@@ -311,7 +300,7 @@ class LocalFile:
                         for idx_name, info in coll.index_information().items()
                         if idx_name != "_id_"
                     ]
-                    docs = list(coll.find({}))
+                    docs = _documents(coll)
                     fh.write(bson.encode({"collection": name, "count": len(docs), "indexes": indexes}))
                     for doc in docs:
                         fh.write(bson.encode(doc, codec_options=_CODEC))
@@ -332,6 +321,29 @@ class LocalFile:
         self._token = token
         self._dirty = False
         self.saves += 1
+
+
+def _restore(coll: Any, docs: list[dict[str, Any]]) -> None:
+    """Put saved documents back, before the indexes: mongomock checks a unique index by a
+    scan per insert (quadratic); the file came from a store that enforced them already."""
+    store = getattr(coll, "_store", None)
+    if not isinstance(getattr(store, "_documents", None), dict):
+        if docs:
+            coll.insert_many(docs)
+        return
+    from mongomock import helpers
+
+    for doc in docs:
+        store[doc["_id"]] = helpers.patch_datetime_awareness_in_document(doc)  # type: ignore[index, no-untyped-call]
+
+
+def _documents(coll: Any) -> list[Any]:
+    """Every stored document, uncopied: mongomock 4.3's own store when it is there, else ``find``."""
+    store = getattr(coll, "_store", None)
+    docs = getattr(store, "_documents", None)
+    if isinstance(docs, dict):
+        return list(docs.values())
+    return list(coll.find({}))
 
 
 # --------------------------------------------------------------------------- pymongo-shaped proxies
@@ -656,3 +668,87 @@ class AsyncCollection:
 
     def __repr__(self) -> str:
         return f"AsyncCollection({self._collection!r})"
+
+
+# --------------------------------------------------------------------------- the stores
+
+
+def _engine_of(collection: Any) -> LocalFile | None:
+    inner = collection.sync if isinstance(collection, AsyncCollection) else collection
+    return inner.engine if isinstance(inner, LocalCollection) else None
+
+
+def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
+    """``MongoStore.local``: a ``MongoStore`` whose every method is one transaction of the file."""
+    from mongostore.store import MongoStore
+
+    class LocalMongoStore(MongoStore):
+        """A ``MongoStore`` on the local file: a whole batch (items and vectors) is one transaction."""
+
+        def batch(self, ops: Any) -> Any:
+            with self.engine.transaction():
+                return super().batch(ops)
+
+        def setup(self) -> None:
+            with self.engine.transaction():
+                super().setup()
+
+        def status(self) -> Any:
+            with self.engine.transaction():
+                return super().status()
+
+        def aggregate(self, *args: Any) -> Any:
+            with self.engine.transaction():
+                return super().aggregate(*args)
+
+        def sweep_ttl(self) -> int:
+            with self.engine.transaction():
+                return super().sweep_ttl()
+
+        @property
+        def engine(self) -> LocalFile:
+            engine = _engine_of(self.collection)
+            assert engine is not None
+            return engine
+
+    items, vectors = local_collections(path, db_name, collection_name)
+    return LocalMongoStore(items, vectors_collection=vectors, **kwargs)  # type: ignore[arg-type]
+
+
+def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
+    """``AsyncMongoStore.local``: each ``abatch`` is one transaction of the file.
+
+    The lock is a blocking one: while another process holds it (a long CLI import),
+    the event loop waits. A development store: fine; a server is MongoDB.
+    """
+    from mongostore.aio import AsyncMongoStore
+
+    class LocalAsyncMongoStore(AsyncMongoStore):
+        async def abatch(self, ops: Any) -> Any:
+            with self.engine.transaction():
+                return await super().abatch(ops)
+
+        async def setup(self) -> None:
+            with self.engine.transaction():
+                await super().setup()
+
+        async def status(self) -> Any:
+            with self.engine.transaction():
+                return await super().status()
+
+        async def aaggregate(self, *args: Any) -> Any:
+            with self.engine.transaction():
+                return await super().aaggregate(*args)
+
+        async def sweep_ttl(self) -> int:
+            with self.engine.transaction():
+                return await super().sweep_ttl()
+
+        @property
+        def engine(self) -> LocalFile:
+            engine = _engine_of(self.collection)
+            assert engine is not None
+            return engine
+
+    items, vectors = local_collections(path, db_name, collection_name)
+    return LocalAsyncMongoStore(AsyncCollection(items), vectors_collection=AsyncCollection(vectors), **kwargs)

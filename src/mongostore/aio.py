@@ -112,10 +112,9 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         collection_name: str = DEFAULT_COLLECTION,
     ) -> AsyncMongoStore:
         """The persistent embedded store (see ``MongoStore.local``), with the async API."""
-        from mongostore._embedded import AsyncCollection, local_collections
+        from mongostore._embedded import async_local_store
 
-        items, vectors = local_collections(path, db_name, collection_name)
-        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=AsyncCollection(vectors))
+        return async_local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
     @classmethod
     @asynccontextmanager

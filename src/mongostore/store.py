@@ -159,10 +159,9 @@ class MongoStore(_StoreConfig, BaseStore):
         the file, so processes may share it; see ``mongostore._embedded``. For development:
         a real deployment is MongoDB.
         """
-        from mongostore._embedded import local_collections
+        from mongostore._embedded import local_store
 
-        items, vectors = local_collections(path, db_name, collection_name)
-        return cls(items, index=index, ttl=ttl, vectors_collection=vectors)  # type: ignore[arg-type]
+        return local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
     @classmethod
     @contextmanager
