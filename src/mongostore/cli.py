@@ -12,13 +12,16 @@ Run ``mongostore --help`` or see ``docs/cli.md``. In short::
 Namespaces are written with dots: ``users.alice.memories`` is
 ``("users", "alice", "memories")`` (LangGraph labels cannot contain ``.``, so this
 is unambiguous); ``""`` is the root. The connection comes from ``--uri`` or
-``MONGODB_URI``; without one the command runs on the embedded in-memory store,
-which starts empty and is lost when the command exits (it says so on stderr).
+``MONGODB_URI``; without one the command runs on the local store, a file per
+database under ``--data-dir`` / ``MONGOSTORE_DATA_DIR`` (default
+``~/.local/share/mongostore``), kept between commands and locked while one runs
+(it says where on stderr). ``--uri mongomock://`` is an in-memory store instead.
 
 Exit status: 0 success, 1 server or connection failure (or ``doctor`` found a
 problem), 2 bad input (usage, JSON, namespace, value, filter), 3 not found
 (``get``, ``rm``), 130 interrupted. Errors are one line on stderr, never a traceback
-(set ``MONGOSTORE_DEBUG=1`` to see one).
+(set ``MONGOSTORE_DEBUG=1`` to see one); with ``--json`` they are also one JSON
+document on stdout, ``{"ok": false, "error": ..., "exit_code": ...}``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shlex
 import sys
@@ -51,7 +55,16 @@ from mongostore._codec import as_utc, check_value, item_id
 from mongostore._queries import item_indexes, not_expired, prefix_filter, vector_indexes
 from mongostore.embeddings import HashingEmbeddings
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
-from mongostore.server import ENV_DB, ENV_URI, IN_MEMORY_URI, StoreSettings, redact_uri
+from mongostore.server import (
+    ENV_DATA_DIR,
+    ENV_DB,
+    ENV_URI,
+    ServerUnreachableError,
+    StoreSettings,
+    probe_server,
+    redact_uri,
+    split_fields,
+)
 from mongostore.store import MongoStore
 
 __all__ = [
@@ -233,6 +246,11 @@ class Ctx:
     injected: bool = False
 
     @property
+    def where(self) -> str:
+        """Where the data is, in a few words (named in result lines)."""
+        return "the given store" if self.injected else self.settings.where()
+
+    @property
     def out(self) -> TextIO:
         return sys.stdout
 
@@ -253,16 +271,18 @@ class Ctx:
 def _settings(
     args: argparse.Namespace, *, db_default: str | None = None, fields_default: tuple[str, ...] | None = None
 ) -> StoreSettings:
-    fields = None
-    if args.fields:
-        fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) or None
+    fields = split_fields(args.fields, "--fields") if args.fields is not None else None
+    uri = args.uri
+    if uri is not None and not uri.strip():
+        raise CLIError("--uri is empty: give a mongodb:// URI, or leave it out for the local store")
     settings = StoreSettings.from_env(
-        uri=args.uri or None,
+        uri=uri.strip() if uri else None,
         db=args.db or None,
         collection=args.collection or None,
         embed=args.embed,
         dims=args.dims,
         fields=fields,
+        data_dir=args.data_dir or None,
     )
     if db_default is not None and not args.db and not os.environ.get(ENV_DB):
         settings = replace(settings, db=db_default)
@@ -272,18 +292,40 @@ def _settings(
 
 
 @contextmanager
-def _open(settings: StoreSettings, timeout: float) -> Iterator[tuple[MongoStore, str]]:
+def _open(settings: StoreSettings, timeout: float, warn: Callable[[str], None]) -> Iterator[tuple[MongoStore, str]]:
     index, description = settings.index()
-    uri = settings.uri or IN_MEMORY_URI
-    kwargs: dict[str, Any] = {}
-    if not settings.in_memory:
-        ms = int(timeout * 1000)
-        kwargs = {"serverSelectionTimeoutMS": ms, "connectTimeoutMS": ms}
-    with MongoStore.from_conn_string(
-        uri, db_name=settings.db, collection_name=settings.collection, index=index, **kwargs
-    ) as store:
-        if settings.in_memory:
+    if settings.in_memory:
+        with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
             store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+            yield store, description
+        return
+    if settings.local:
+        with MongoStore.local(
+            settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
+        ) as store:
+            engine = store.engine  # type: ignore[attr-defined]
+            engine.on_wait = warn
+            # The whole command is one transaction: other commands wait, nothing is lost.
+            with engine.transaction():
+                names = store.collection.database.list_collection_names()
+                wanted = [store.collection.name] + ([store.vectors_collection.name] if store.vectors_collection else [])
+                if any(name not in names for name in wanted):
+                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
+                yield store, description
+        return
+    assert settings.uri is not None
+    note = probe_server(settings.uri, timeout)
+    if note:
+        warn(note)
+    ms = int(timeout * 1000)
+    with MongoStore.from_conn_string(
+        settings.uri,
+        db_name=settings.db,
+        collection_name=settings.collection,
+        index=index,
+        serverSelectionTimeoutMS=ms,
+        connectTimeoutMS=ms,
+    ) as store:
         yield store, description
 
 
@@ -964,6 +1006,13 @@ def cmd_demo(ctx: Ctx) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+def _at_least_one(text: str) -> int:
+    value = _positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -974,68 +1023,142 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+#: The connection and output options every command takes (listed once, in ``mongostore --help``).
+COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --timeout --json --no-progress"
+
+
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
-    """Connection and output options; accepted before or after the command name."""
+    """Connection and output options; accepted before or after the command name.
+
+    Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
+    """
 
     def d(value: Any) -> Any:
         return argparse.SUPPRESS if sub else value
 
-    g = parser.add_argument_group("connection and output (also before the command)")
-    g.add_argument("--uri", default=d(None), help=f"MongoDB URI (default: ${ENV_URI}; none: embedded, in memory)")
-    g.add_argument("--db", default=d(None), help="database (default: $MONGOSTORE_DB or mongostore)")
+    def h(text: str) -> str:
+        return argparse.SUPPRESS if sub else text
+
+    g = parser.add_argument_group("connection (also after the command)") if not sub else parser
     g.add_argument(
-        "--collection", default=d(None), help="items collection (default: $MONGOSTORE_COLLECTION or memories)"
+        "--uri",
+        default=d(None),
+        help=h(f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"),
     )
     g.add_argument(
+        "--data-dir",
+        default=d(None),
+        metavar="DIR",
+        help=h(f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"),
+    )
+    g.add_argument("--db", default=d(None), help=h("database (default: $MONGOSTORE_DB or mongostore)"))
+    g.add_argument(
+        "--collection", default=d(None), help=h("items collection (default: $MONGOSTORE_COLLECTION or memories)")
+    )
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=d(DEFAULT_TIMEOUT),
+        help=h("seconds to wait for the server (default 10)"),
+    )
+    e = parser.add_argument_group("embedding (also after the command)") if not sub else parser
+    e.add_argument(
         "--embed",
         default=d(None),
-        help="minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
-        "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)",
+        help=h(
+            "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
+            "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
+        ),
     )
-    g.add_argument(
-        "--dims", type=_positive_int, default=d(None), help="vector size (default: $MONGOSTORE_DIMS or the model's)"
+    e.add_argument(
+        "--dims", type=_positive_int, default=d(None), help=h("vector size (default: $MONGOSTORE_DIMS or the model's)")
     )
-    g.add_argument(
-        "--fields", default=d(None), help="comma-separated value paths to embed (default: $MONGOSTORE_FIELDS or $)"
+    e.add_argument(
+        "--fields",
+        default=d(None),
+        help=h("comma-separated value paths to embed, e.g. text,tags[*] (default: $MONGOSTORE_FIELDS or $)"),
     )
-    g.add_argument(
-        "--timeout", type=float, default=d(DEFAULT_TIMEOUT), help="seconds to wait for the server (default 10)"
+    o = parser.add_argument_group("output (also after the command)") if not sub else parser
+    o.add_argument(
+        "--json", action="store_true", default=d(False), help=h("one JSON document on stdout, errors included")
     )
-    g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
-    g.add_argument("--no-progress", action="store_true", default=d(False), help="never draw a progress bar")
+    o.add_argument("--no-progress", action="store_true", default=d(False), help=h("never draw a progress bar"))
+
+
+def _default_dir_text() -> str:
+    from mongostore._embedded import default_data_dir
+
+    home = str(Path.home())
+    text = str(default_data_dir({}))
+    return "~" + text[len(home) :] if text.startswith(home) else text
+
+
+class _UsageError(Exception):
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
+        raise _UsageError(self.prog, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mongostore.demo import DEMO_DB
+
     parser = _Parser(
         prog=PROG,
         description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
         epilog="Namespaces are dotted: users.alice.memories = ('users', 'alice', 'memories'). "
-        "Without --uri / MONGODB_URI every command runs on an empty in-memory store that is lost when it exits.",
+        "Without --uri / MONGODB_URI every command runs on the local store, a file under --data-dir that is "
+        "kept between commands (`mongostore doctor` says where).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _common(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def sub(name: str, help_: str, fn: Callable[[Ctx], int]) -> argparse.ArgumentParser:
-        p = subs.add_parser(name, help=help_, description=help_)
+    def sub(name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = "") -> argparse.ArgumentParser:
+        p = subs.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=(epilog + " " if epilog else "")
+            + f"Also takes the connection, embedding and output options ({COMMON_OPTIONS}): see `{PROG} --help`.",
+        )
         _common(p, sub=True)
         p.set_defaults(func=fn)
         return p
 
-    p = sub("demo", "run the LangGraph memory demo (two threads, one user, semantic recall)", cmd_demo)
+    p = sub(
+        "demo",
+        "run the LangGraph memory demo (two threads, one user, semantic recall)",
+        cmd_demo,
+        "Without --uri it runs on a temporary in-memory store; with one, in database "
+        f"{DEMO_DB!r} unless --db or $MONGOSTORE_DB says otherwise.",
+    )
     p.add_argument("--user", default="alice", help="the user id whose memories the demo writes (default alice)")
 
     sub("setup", "create the indexes (and the Atlas vector index); safe to run on every deploy", cmd_setup)
     sub("doctor", "server version, vector search and search path, index status, item and vector counts", cmd_doctor)
 
-    p = sub("put", "store one item (an upsert)", cmd_put)
+    key_help = "the item's key within the namespace (a key starting with - goes after --)"
+    p = sub(
+        "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
+    )
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
-    p.add_argument("key")
+    p.add_argument("key", help=key_help)
     p.add_argument("value", help="a JSON object, or - to read it from stdin")
     p.add_argument("--ttl", type=float, help="expire after this many minutes")
     grp = p.add_mutually_exclusive_group()
@@ -1043,26 +1166,26 @@ def build_parser() -> argparse.ArgumentParser:
     grp.add_argument("--index", help="comma-separated fields to embed for this item (instead of --fields)")
 
     p = sub("get", "show one item", cmd_get)
-    p.add_argument("namespace")
-    p.add_argument("key")
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
 
     p = sub("rm", "delete one item (and its vectors)", cmd_rm)
-    p.add_argument("namespace")
-    p.add_argument("key")
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
     p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
 
     p = sub("search", "list or semantically search items under a namespace prefix", cmd_search)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-q", "--query", help="natural-language query (semantic search)")
     p.add_argument("--filter", help='JSON filter on value fields, e.g. \'{"kind": "preference"}\'')
-    p.add_argument("--limit", type=_positive_int, default=10, help="at most this many items (default 10)")
+    p.add_argument("--limit", type=_at_least_one, default=10, help="at most this many items (default 10)")
     p.add_argument("--offset", type=_positive_int, default=0, help="skip this many items first")
 
     p = sub("ls", "list namespaces", cmd_ls)
     p.add_argument("--prefix", help="only namespaces starting with this (dotted; * matches one label)")
     p.add_argument("--suffix", help="only namespaces ending with this (dotted; * matches one label)")
     p.add_argument("--max-depth", type=_positive_int, help="truncate namespaces to this many labels")
-    p.add_argument("--limit", type=_positive_int, default=100, help="at most this many (default 100)")
+    p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
 
     p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
@@ -1116,15 +1239,39 @@ def _add_analytics_commands(sub: Callable[[str, str, Callable[[Ctx], int]], argp
 
 
 def _one_line(exc: BaseException) -> str:
+    """The error as one line: every line of its message joined, cut at a sentence end if long."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, ServerSelectionTimeoutError):
         text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
-    first = text.splitlines()[0] if text else text
-    return first if len(first) <= 400 else first[:399] + "…"
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if len(text) <= 600:
+        return text
+    cut = text.rfind(". ", 0, 600)
+    return text[: cut + 1] if cut > 200 else text[:599] + "…"
 
 
 def _error(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {message}\n")
+
+
+def _fail(json_mode: bool, message: str, code: int) -> int:
+    """An error: one line on stderr and, with --json, one JSON document on stdout."""
+    _error(message)
+    if json_mode:
+        with contextlib.suppress(Exception):
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": code}) + "\n")
+            sys.stdout.flush()
+    return code
+
+
+def _dash_hint(argv: Sequence[str], message: str) -> str:
+    """A hint when a positional that starts with ``-`` was taken for an option."""
+    if "unrecognized arguments" not in message and "the following arguments are required" not in message:
+        return ""
+    dashed = [a for a in argv if a.startswith("-") and not a.startswith("--") and len(a) > 1 and a not in ("-f",)]
+    if not dashed or "--" in argv:
+        return ""
+    return f"; a key or value starting with - goes after --, e.g. {PROG} put users.alice -- {dashed[0]} '{{...}}'"
 
 
 def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) -> int:
@@ -1134,12 +1281,22 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
     ``--uri`` / ``MONGODB_URI`` (for tests and for embedding the CLI).
     """
     parser = build_parser()
+    arglist = list(argv) if argv is not None else sys.argv[1:]
+    json_mode = "--json" in arglist[: arglist.index("--")] if "--" in arglist else "--json" in arglist
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:
+        args = parser.parse_args(arglist)
+    except _UsageError as exc:
+        message = exc.message + _dash_hint(arglist, exc.message)
+        sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": EXIT_USAGE}) + "\n")
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": "no command given", "exit_code": EXIT_USAGE}) + "\n")
         return EXIT_USAGE
     with warnings.catch_warnings():
         # Library warnings (e.g. pymongo's "Unknown option" for a URI) as one line each.
@@ -1153,65 +1310,74 @@ def _show_warning(
     sys.stderr.write(f"{PROG}: warning: {_one_line(Exception(str(message)))}\n")
 
 
+def _note(text: str) -> None:
+    sys.stderr.write(f"{PROG}: {text}\n")
+    sys.stderr.flush()
+
+
 def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
+    json_mode = bool(getattr(args, "json", False))
     try:
         from mongostore.demo import DEMO_DB
 
         if args.command == "demo":
             # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
             settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+            if settings.uri is None:
+                settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
         else:
             settings = _settings(args)
         progress = not args.no_progress
         if store is not None:
             ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)
             return int(args.func(ctx))
-        if settings.in_memory and args.command != "demo":
-            sys.stderr.write(
-                f"{PROG}: using the embedded in-memory store (mongomock): it starts empty and is lost when this "
-                f"command exits; set --uri or {ENV_URI} for a real server\n"
-            )
-        with _open(settings, args.timeout) as (opened, description):
+        if args.command != "demo":
+            if settings.local:
+                _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
+            elif settings.in_memory:
+                _note(
+                    "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
+                    "command exits; leave out --uri for the local store, or set it to a real server"
+                )
+        with _open(settings, args.timeout, _note) as (opened, description):
             ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:
-        _error(str(exc))
-        return exc.code
+        return _fail(json_mode, str(exc), exc.code)
     except KeyboardInterrupt:
-        _error("interrupted")
-        return EXIT_INTERRUPTED
+        return _fail(json_mode, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (e.g. `mongostore export | head`): stop quietly.
         with contextlib.suppress(Exception):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except ServerUnreachableError as exc:
+        return _fail(json_mode, str(exc), EXIT_FAILURE)
     except ServerSelectionTimeoutError as exc:
         where = redact_uri(settings.uri) if settings and settings.uri else "the server"
-        _error(f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}")
-        return EXIT_FAILURE
+        return _fail(json_mode, f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}", 1)
     except PyMongoConfigurationError as exc:
-        _error(f"bad connection settings: {_one_line(exc)}")
-        return EXIT_USAGE
+        return _fail(json_mode, f"bad connection settings: {_one_line(exc)}", EXIT_USAGE)
     except WriteError as exc:
-        _error(_one_line(exc))
-        return EXIT_FAILURE
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
     except ValueError as exc:
         # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
         # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
         if debug:
             traceback.print_exc()
-        _error(_one_line(exc))
-        return EXIT_USAGE
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE)
     except (MongoStoreError, PyMongoError) as exc:
         if debug:
             traceback.print_exc()
-        _error(_one_line(exc))
-        return EXIT_FAILURE
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
     except Exception as exc:
         if debug:
             traceback.print_exc()
-        _error(f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)")
-        return EXIT_FAILURE
+        return _fail(
+            json_mode,
+            f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
+            EXIT_FAILURE,
+        )

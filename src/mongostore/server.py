@@ -77,6 +77,7 @@ __all__ = [
     "probe_server",
     "redact_uri",
     "resolve_embeddings",
+    "split_fields",
 ]
 
 logger = logging.getLogger("mongostore")
@@ -272,11 +273,60 @@ def _parse_dims(raw: str | None) -> int | None:
     return value
 
 
+_PATH_SEGMENT = re.compile(
+    r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$"
+)
+
+
+def check_field_path(path: str, what: str = "field path") -> str:
+    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``).
+
+    LangGraph's own tokenizer accepts ``text[`` and embeds nothing: refuse it here, by name.
+    """
+    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_path(path)):
+        return path
+    raise ConfigurationError(
+        f"{what} {path!r} is not a field path: use names joined by dots, [0] / [-1] / [*] for list "
+        "items and {a,b} for several fields, e.g. text or notes[*].body"
+    )
+
+
+def _split_path(path: str) -> list[str]:
+    """Split at dots outside braces."""
+    parts, depth, current = [], 0, ""
+    for ch in path:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "." and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return parts
+
+
+def split_fields(raw: str, what: str) -> tuple[str, ...]:
+    """Comma-separated field paths (commas inside ``{a,b}`` belong to the path), each checked."""
+    fields, depth, current = [], 0, ""
+    for ch in raw:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            fields.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    fields.append(current.strip())
+    if any(not f for f in fields):
+        raise ConfigurationError(f"{what} {raw!r} has an empty field: give comma-separated paths, e.g. text,tags[*]")
+    return tuple(check_field_path(f, f"{what}: the path") for f in fields)
+
+
 def _parse_fields(raw: str | None) -> tuple[str, ...] | None:
     if raw is None or not raw.strip():
         return None
-    fields = tuple(f.strip() for f in raw.split(",") if f.strip())
-    return fields or None
+    return split_fields(raw, ENV_FIELDS)
 
 
 @dataclass(frozen=True)
