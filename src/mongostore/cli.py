@@ -31,6 +31,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -42,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, Literal, TextIO
 
 from bson import json_util
 from langgraph.store.base import NOT_PROVIDED, InvalidNamespaceError, Item, PutOp, SearchItem, _validate_namespace
@@ -61,6 +62,7 @@ from mongostore.server import (
     ENV_URI,
     ServerUnreachableError,
     StoreSettings,
+    check_field_path,
     probe_server,
     redact_uri,
     split_fields,
@@ -347,6 +349,8 @@ def cmd_setup(ctx: Ctx) -> int:
         ctx.emit({"ok": True, "store": ctx.settings.label(), **_status_json(status)})
         return EXIT_OK
     ctx.print(f"indexes ready on {ctx.settings.label() if not ctx.injected else 'the given store'}")
+    if ctx.settings.local and not ctx.injected:
+        ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
         ctx.print(f"  vectors: {', '.join(status['vector_indexes'])}")
@@ -393,11 +397,17 @@ def cmd_doctor(ctx: Ctx) -> int:
                 "or written without an index); `mongostore reindex --all` embeds them"
             )
     idx = status.get("vector_search_index") or {}
+    local = ctx.settings.local and not ctx.injected
+    data_file = ctx.settings.local_file() if local else None
+    server = str(status["server_version"])
+    if local:
+        server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
     if ctx.json:
         ctx.emit(
             {
                 "ok": not problems,
                 "store": ctx.settings.label() if not ctx.injected else "given store",
+                "data_file": str(data_file) if data_file else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
                 **_status_json(status),
@@ -409,7 +419,8 @@ def cmd_doctor(ctx: Ctx) -> int:
         return EXIT_FAILURE if problems else EXIT_OK
     rows: list[tuple[str, str]] = [
         ("store", ctx.settings.label() if not ctx.injected else "the given store"),
-        ("server", str(status["server_version"])),
+        *([("data file", _file_text(data_file))] if data_file else []),
+        ("server", server),
         ("embedder", ctx.embedder),
         ("index", _index_summary(ctx.store) or "none"),
         ("vector search", "available" if status["vector_search_available"] else "not available"),
@@ -438,6 +449,14 @@ def cmd_doctor(ctx: Ctx) -> int:
     return EXIT_FAILURE if problems else EXIT_OK
 
 
+def _file_text(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return f"{path} (not written yet)"
+    return f"{path} ({size:,} bytes)"
+
+
 def _index_summary(store: MongoStore) -> str:
     cfg = store.index_config
     if not cfg:
@@ -445,11 +464,46 @@ def _index_summary(store: MongoStore) -> str:
     return f"dims={cfg.get('dims')}, fields={','.join(cfg.get('fields') or ['$'])}"
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(f"{name}, which is not a JSON number (JSON has no NaN or Infinity): store a string or null")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotFinite(f"{text}, a number too large for a double (it would be stored as Infinity)")
+    return value
+
+
+def loads_json(text: str) -> Any:
+    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers.
+
+    Any failure (bad Extended JSON such as ``{"$oid": "zzz"}`` or ``{"$date": 1e300}``,
+    nesting too deep) is a ``ValueError`` with the reason.
+    """
+    try:
+        return json_util.loads(text, json_options=JSON_IN, parse_constant=_no_constant, parse_float=_finite_float)
+    except _NotFinite:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError:
+        raise
+    except Exception as exc:  # bson's InvalidId, decimal.InvalidOperation, OverflowError...
+        raise ValueError(f"bad Extended JSON: {type(exc).__name__}: {_one_line(exc)}") from None
+
+
 def _read_json_arg(text: str, what: str) -> Any:
     if text == "-":
         text = sys.stdin.read()
     try:
-        return json_util.loads(text, json_options=JSON_IN)
+        return loads_json(text)
+    except _NotFinite as exc:
+        raise CLIError(f"{what} holds {exc}") from None
     except ValueError as exc:
         raise CLIError(f"{what} is not valid JSON: {_one_line(exc)}") from None
 
@@ -463,25 +517,40 @@ def cmd_put(ctx: Ctx) -> int:
     index: Any = None
     if a.no_index:
         index = False
-    elif a.index:
-        index = [f.strip() for f in a.index.split(",") if f.strip()]
+    elif a.index is not None:
+        index = list(split_fields(a.index, "--index"))
     ttl = NOT_PROVIDED if a.ttl is None else a.ttl
-    if a.ttl is not None and a.ttl <= 0:
-        raise CLIError(f"--ttl must be a positive number of minutes, got {a.ttl}")
+    if a.ttl is not None:
+        _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key})
+        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
     else:
-        extra = f" (expires in {a.ttl:g} min)" if a.ttl is not None else ""
-        ctx.print(f"stored {format_namespace(namespace)} / {a.key}{extra}")
+        extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
+        ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
     return EXIT_OK
+
+
+#: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
+MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
+
+
+def _check_ttl(ttl: Any, what: str) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+        raise CLIError(f"{what} must be a positive number of minutes, got {ttl!r}")
+    if ttl > MAX_TTL_MINUTES:
+        raise CLIError(f"{what} of {ttl:g} minutes is past year 9999: leave the TTL out for an item that never expires")
+    return float(ttl)
 
 
 def cmd_get(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     item = ctx.store.get(namespace, ctx.args.key)
     if item is None:
-        raise CLIError(f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)}", EXIT_NOT_FOUND)
+        raise CLIError(
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}{_empty_hint(ctx)}",
+            EXIT_NOT_FOUND,
+        )
     if ctx.json:
         ctx.emit(_item_json(item))
         return EXIT_OK
@@ -494,19 +563,27 @@ def cmd_get(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def _empty_hint(ctx: Ctx) -> str:
+    if ctx.settings.in_memory and not ctx.injected:
+        return " (the in-memory store starts empty in every command: leave out --uri for the local store)"
+    return ""
+
+
 def cmd_rm(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
     if not existed and not ctx.args.force:
         raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} (--force ignores this)",
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}"
+            f"{_empty_hint(ctx)} (--force ignores this)",
             EXIT_NOT_FOUND,
         )
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
         ctx.emit({"ok": True, "namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
     else:
-        ctx.print(f"{'deleted' if existed else 'nothing to delete at'} {format_namespace(namespace)} / {ctx.args.key}")
+        done = "deleted" if existed else "nothing to delete at"
+        ctx.print(f"{done} {format_namespace(namespace)} / {ctx.args.key} in {ctx.where}")
     return EXIT_OK
 
 
@@ -529,7 +606,8 @@ def cmd_search(ctx: Ctx) -> int:
         ctx.emit([_item_json(i) for i in items])
         return EXIT_OK
     if not items:
-        ctx.warn(f"no items under {format_namespace(prefix)}" + (" matching the filter" if filt else ""))
+        matching = " matching the filter" if filt else ""
+        ctx.warn(f"no items under {format_namespace(prefix)}{matching} in {ctx.where}{_empty_hint(ctx)}")
         return EXIT_OK
     headers = ["namespace", "key", "score", "updated", "value"] if a.query else ["namespace", "key", "updated", "value"]
     rows = []
@@ -560,7 +638,7 @@ def cmd_ls(ctx: Ctx) -> int:
     for ns in found:
         ctx.print(format_namespace(ns))
     if not found:
-        ctx.warn("no namespaces found")
+        ctx.warn(f"no namespaces found in {ctx.where}{_empty_hint(ctx)}")
     elif len(found) == a.limit:
         ctx.warn(f"showing {len(found)} namespaces; more may follow (--offset {a.offset + a.limit})")
     return EXIT_OK
@@ -574,8 +652,12 @@ def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def export_line(doc: Mapping[str, Any]) -> str:
-    """One exported item as a JSON line (what ``import`` reads)."""
+def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
+    """One exported item as a JSON line (what ``import`` reads).
+
+    ``index`` is the item's own embedding choice, kept so ``import`` does the same:
+    ``False`` for an item put with ``index=False``, a list for per-item fields.
+    """
     record: dict[str, Any] = {
         "namespace": list(doc["namespace"]),
         "key": doc["key"],
@@ -585,14 +667,45 @@ def export_line(doc: Mapping[str, Any]) -> str:
     }
     if doc.get("ttl_minutes") is not None:
         record["ttl"] = float(doc["ttl_minutes"])
+    if index is not None:
+        record["index"] = index
     return dumps(record)
+
+
+_MULTI_TEXT = re.compile(r"\.\d+$")
+
+
+def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[Literal[False] | list[str] | None]:
+    """Each item's embedding choice, read back from what was stored (one vectors query per chunk).
+
+    No ``vectors`` on an item of an indexed store: it was put with ``index=False`` (or had
+    no text at the fields). Vectors at other fields than the store's: per-item ``index=[...]``.
+    """
+    if store.vectors_collection is None or store.index_config is None:
+        return [None] * len(docs)
+    default = set(store.index_config.get("fields") or ["$"])
+    fields: dict[Any, set[str]] = {}
+    ids = [d["_id"] for d in docs if d.get("vectors")]
+    if ids:
+        for v in store.vectors_collection.find({"item_id": {"$in": ids}}, {"item_id": 1, "field": 1}):
+            fields.setdefault(v["item_id"], set()).add(_MULTI_TEXT.sub("", str(v.get("field", ""))))
+    out: list[Literal[False] | list[str] | None] = []
+    for d in docs:
+        if not d.get("vectors"):
+            out.append(False)
+            continue
+        got = fields.get(d["_id"])
+        out.append(None if not got or got == default else sorted(got))
+    return out
 
 
 def cmd_export(ctx: Ctx) -> int:
     prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
     filt = _export_filter(prefix, datetime.now(timezone.utc))
     total = ctx.store.collection.count_documents(filt)
-    projection = {"namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1}
+    projection = {
+        "namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1, "vectors": 1,
+    }
     target = ctx.args.out
     n = 0
     progress = Progress("export", total, enabled=None if ctx.progress else False)
@@ -602,16 +715,30 @@ def cmd_export(ctx: Ctx) -> int:
         # A cursor, read in batches: the collection is never loaded as a whole.
         cursor = ctx.store.collection.find(filt, projection).sort("_id", 1).batch_size(1000)
         stack.callback(cursor.close)
-        for doc in cursor:
-            sink.write(export_line(doc) + "\n")
-            n += 1
+        chunk: list[Mapping[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal n
+            for doc, index in zip(chunk, _item_indexes(ctx.store, chunk), strict=True):
+                sink.write(export_line(doc, index) + "\n")
+            n += len(chunk)
+            chunk.clear()
             progress.update(n)
+
+        for doc in cursor:
+            chunk.append(doc)
+            if len(chunk) >= 500:
+                flush()
+        flush()
     progress.close()
     where = "stdout" if target in (None, "-") else target
-    if ctx.json:
-        ctx.err.write(dumps({"exported": n, "prefix": list(prefix), "out": where}) + "\n")
+    summary = {"ok": True, "exported": n, "prefix": list(prefix), "out": where, "store": ctx.where}
+    if ctx.json and not to_stdout:
+        ctx.emit(summary)  # the one JSON document on stdout
+    elif ctx.json:
+        ctx.err.write(dumps(summary) + "\n")  # stdout holds the JSON Lines themselves
     else:
-        ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} to {where}")
+        ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK
 
 
@@ -624,6 +751,10 @@ class _Line:
     ttl: float | None
     created_at: datetime | None
     updated_at: datetime | None
+    index: Literal[False] | list[str] | None = None
+
+    def op(self) -> PutOp:
+        return PutOp(self.namespace, self.key, self.value, index=self.index, ttl=self.ttl)
 
 
 @dataclass
@@ -666,16 +797,43 @@ def _timestamp(record: Mapping[str, Any], name: str) -> datetime | None:
     raise _Rejected("bad timestamp", f"{name} must be an ISO 8601 date, got {raw!r}")
 
 
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Rejected("bad text", f"{what} holds a lone surrogate (not valid Unicode): {text!r}") from None
+
+
+def _surrogates(obj: Any, where: str, depth: int = 0) -> None:
+    """Reject strings BSON cannot encode (lone surrogates), naming where; no recursion limit surprises."""
+    stack: list[tuple[Any, str]] = [(obj, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, at)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str):
+                    _check_text(k, f"{at}: a field name")
+                stack.append((v, f"{at}.{k}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+
+
 def parse_import_line(number: int, raw: bytes) -> _Line | None:
     """Parse and check one line of an export; ``None`` for a blank line. Raises ``_Rejected``."""
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
         raise _Rejected("bad JSON", f"not UTF-8: {exc}") from None
+    if number == 1 and text.startswith("\ufeff"):
+        text = text[1:]  # a UTF-8 byte-order mark, as some editors write
     if not text:
         return None
     try:
-        record = json_util.loads(text, json_options=JSON_IN)
+        record = loads_json(text)
+    except _NotFinite as exc:
+        raise _Rejected("bad number", f"the line holds {exc}") from None
     except ValueError as exc:
         raise _Rejected("bad JSON", _one_line(exc)) from None
     if not isinstance(record, dict):
@@ -690,20 +848,38 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         namespace = tuple(ns_raw)
     else:
         raise _Rejected("bad namespace", f"namespace must be a list of strings, got {ns_raw!r}")
+    for label in namespace:
+        _check_text(label, "a namespace label")
     try:
         _validate_namespace(namespace)
     except InvalidNamespaceError as exc:
         raise _Rejected("bad namespace", _one_line(exc)) from None
     key = record.get("key")
-    if not isinstance(key, str) or not key:
-        raise _Rejected("bad key", f"key must be a non-empty string, got {key!r}")
+    if not isinstance(key, str):
+        raise _Rejected("bad key", f"key must be a string, got {key!r}")
+    _check_text(key, "the key")
+    value = record.get("value")
     try:
-        value = check_value(namespace, key, record.get("value"))
+        _surrogates(value, "the value")
+        value = check_value(namespace, key, value)
     except InvalidValueError as exc:
         raise _Rejected("invalid value", exc.reason) from None
+    except RecursionError:
+        raise _Rejected("invalid value", "nested too deeply") from None
     ttl = record.get("ttl")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
-        raise _Rejected("bad ttl", f"ttl must be a positive number of minutes, got {ttl!r}")
+    if ttl is not None:
+        try:
+            ttl = _check_ttl(ttl, "ttl")
+        except CLIError as exc:
+            raise _Rejected("bad ttl", str(exc)) from None
+    index = record.get("index")
+    if index is not None and index is not False:
+        if not isinstance(index, list) or not index or not all(isinstance(f, str) for f in index):
+            raise _Rejected("bad index", f"index must be false or a non-empty list of field paths, got {index!r}")
+        try:
+            index = [check_field_path(f, "index: the path") for f in index]
+        except ValueError as exc:
+            raise _Rejected("bad index", str(exc)) from None
     return _Line(
         number,
         namespace,
@@ -712,6 +888,7 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         None if ttl is None else float(ttl),
         _timestamp(record, "created_at"),
         _timestamp(record, "updated_at"),
+        index,
     )
 
 
@@ -719,18 +896,19 @@ def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_time
     """Upsert one batch; per-item server rejections are recorded, the rest of the batch lands."""
     if not batch:
         return
-    ops = [PutOp(b.namespace, b.key, b.value, ttl=b.ttl) for b in batch]
+    ops = [b.op() for b in batch]
     failed: dict[tuple[tuple[str, ...], str], str] = {}
     try:
         ctx.store.batch(ops)
     except WriteError as exc:
         failed = {(ns, key): msg for ns, key, msg in exc.failures}
-    except InvalidValueError:
-        # Checked per line already; if the store still refuses one, find it one by one.
+    except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError):
+        # Checked per line already; if the store still refuses one, find it one by one:
+        # one bad line never costs the good ones of its batch.
         for b in list(batch):
             try:
-                ctx.store.batch([PutOp(b.namespace, b.key, b.value, ttl=b.ttl)])
-            except (InvalidValueError, WriteError) as exc:
+                ctx.store.batch([b.op()])
+            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, WriteError) as exc:
                 failed[(b.namespace, b.key)] = _one_line(exc)
     landed = []
     for b in batch:
@@ -951,9 +1129,12 @@ def cmd_stats(ctx: Ctx) -> int:
 
     reports = _collect(ctx)
     if ctx.json:
-        ctx.emit(_plain(asdict(reports)))
+        ctx.emit({**_plain(asdict(reports)), "store": ctx.where})
     else:
+        ctx.print(f"store: {ctx.where}")
         ctx.out.write(render_text(reports))
+        if reports.namespaces.total_items == 0:
+            ctx.warn(f"no items in {ctx.where}{_empty_hint(ctx)}")
     return EXIT_OK
 
 
@@ -993,7 +1174,8 @@ def cmd_demo(ctx: Ctx) -> int:
     else:
         render_demo(result, ctx.out)
         if ctx.settings.in_memory and not ctx.injected:
-            ctx.print("The embedded store is gone now. Keep the memories on a real server:")
+            ctx.print("The in-memory store is gone now. Keep the memories in the local store, or on a server:")
+            ctx.print("  mongostore demo --uri mongostore-local://")
             ctx.print("  mongostore demo --uri mongodb://localhost:27017/?directConnection=true")
         else:
             ctx.print(

@@ -73,6 +73,7 @@ __all__ = [
     "LOCAL_SCHEME",
     "ServerUnreachableError",
     "StoreSettings",
+    "check_field_path",
     "make_store",
     "probe_server",
     "redact_uri",
