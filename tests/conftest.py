@@ -307,10 +307,16 @@ async def make_semantic_store(request: pytest.FixtureRequest) -> AsyncIterator[M
 
 
 @pytest.fixture
-def clean_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No MONGODB_URI / MONGOSTORE_* from the shell: CLI and demo tests choose their store."""
+def clean_store_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No MONGODB_URI / MONGOSTORE_* from the shell: CLI and demo tests choose their store.
+
+    The local store (the CLI's default) goes to a fresh directory, returned; never the user's.
+    """
     from mongostore import server
 
     for name in (server.ENV_URI, server.ENV_DB, server.ENV_COLLECTION, server.ENV_EMBED, server.ENV_DIMS,
-                 server.ENV_FIELDS, "MONGOSTORE_DEBUG"):
+                 server.ENV_FIELDS, server.ENV_TIMEOUT, "MONGOSTORE_DEBUG"):
         monkeypatch.delenv(name, raising=False)
+    data_dir = tmp_path / "mongostore-data"
+    monkeypatch.setenv(server.ENV_DATA_DIR, str(data_dir))
+    return data_dir

@@ -67,6 +67,7 @@ __all__ = [
     "ENV_DIMS",
     "ENV_EMBED",
     "ENV_FIELDS",
+    "ENV_TIMEOUT",
     "ENV_URI",
     "IN_MEMORY_URI",
     "KNOWN_DIMS",
