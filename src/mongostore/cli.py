@@ -230,6 +230,7 @@ class Progress:
             self.update(self.done, force=True)
             self.stream.write("\n")
             self.stream.flush()
+            self._drawn = False  # closing twice draws one line
 
 
 # --------------------------------------------------------------------------- the store
@@ -966,6 +967,14 @@ def cmd_import(ctx: Ctx) -> int:
                 progress.update(read if total is not None else number, suffix=f"{number:,} lines")
             _write_batch(ctx, batch, summary, a.keep_timestamps)
             progress.update(read if total is not None else summary.lines, force=True)
+        except KeyboardInterrupt:
+            progress.close()
+            ctx.warn(
+                f"import interrupted at line {summary.lines:,}: {summary.written:,} item(s) written, "
+                f"{len(summary.rejected):,} line(s) rejected so far; rerun the same command to finish "
+                "(import is idempotent: upserts by namespace and key)"
+            )
+            raise
         except (PyMongoError, MongoStoreError) as exc:
             raise CLIError(
                 f"import stopped at line {summary.lines} after writing {summary.written:,} item(s): "

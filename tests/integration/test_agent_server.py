@@ -155,10 +155,11 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
         pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
     import httpx
 
-    # Run from a copy of examples/: `langgraph dev` resolves graph paths against its working
-    # directory and writes its dev state (.langgraph_api/) there.
-    workdir = tmp_path / "examples"
-    shutil.copytree(EXAMPLES, workdir, ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
+    # As the README says, from the repository root: `langgraph dev --config examples/langgraph.json`
+    # (a copy of examples/ under tmp_path, which stands for the root: `langgraph dev` writes its
+    # dev state, .langgraph_api/, into the working directory).
+    workdir = tmp_path
+    shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
     env.pop("MONGODB_URI", None)
@@ -183,7 +184,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
                 "--no-browser",
                 "--no-reload",
                 "--config",
-                "langgraph.json",
+                "examples/langgraph.json",
             ],
             cwd=workdir,
             env=env,
