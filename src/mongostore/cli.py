@@ -1306,9 +1306,12 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(self.prog, message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from mongostore.demo import DEMO_DB
+#: ``mongostore.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: the demo (and LangGraph's graph machinery): seconds off every command's start.
+DEMO_DB = "mongostore_demo"
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
@@ -1511,8 +1514,6 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     settings: StoreSettings | None = None
     json_mode = bool(getattr(args, "json", False))
     try:
-        from mongostore.demo import DEMO_DB
-
         if args.command == "demo":
             # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
             settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))

@@ -576,3 +576,12 @@ def test_progress_suffix() -> None:
     bar = Progress("import", 1000, stream=io.StringIO(), enabled=True)
     bar.update(500, suffix="12 lines")
     assert bar.render().endswith(" 50% 12 lines")
+
+
+def test_the_cli_knows_the_demo_database_without_importing_the_demo() -> None:
+    from mongostore import cli, demo
+
+    assert cli.DEMO_DB == demo.DEMO_DB
+    probe = "import sys, mongostore.cli; mongostore.cli.build_parser(); print('mongostore.demo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
