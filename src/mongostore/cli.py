@@ -1489,6 +1489,7 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
+        _error("no command given (see the list above)")
         if json_mode:
             sys.stdout.write(dumps({"ok": False, "error": "no command given", "exit_code": EXIT_USAGE}) + "\n")
         return EXIT_USAGE

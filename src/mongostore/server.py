@@ -165,6 +165,7 @@ def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
     raises pymongo's ``ConfigurationError`` (bad input), before any network use.
     """
     from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+    from pymongo.errors import InvalidURI
     from pymongo.uri_parser import parse_uri
 
     srv = uri.startswith("mongodb+srv://")
@@ -173,6 +174,8 @@ def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
         parse_uri("mongodb://" + uri[len("mongodb+srv://") :], warn=True)
     try:
         parsed = parse_uri(uri, warn=True, connect_timeout=timeout)
+    except InvalidURI:
+        raise  # bad input (e.g. a port in an SRV URI), found before any DNS query
     except PyMongoConfigurationError as exc:
         if not srv:
             raise
