@@ -27,14 +27,28 @@ from typing import Any
 
 
 def ours(path: Path) -> tuple[Any, Any]:
+    """``MongoStore.local``'s collections on a new engine (what the next process gets)."""
     from mongostore._embedded import LocalCollection, LocalFile
 
     engine = LocalFile(path, "bench")
     return LocalCollection(engine, "memories"), LocalCollection(engine, "memories_vectors")
 
 
-def ours_reopen(path: Path) -> tuple[Any, Any]:
-    return ours(path)  # a new engine: what the next process does
+def ours_store(path: Path, index: Any) -> Any:
+    """``MongoStore.local`` itself: one file transaction (one save) per batch."""
+    import mongostore._embedded as embedded
+    from mongostore import MongoStore
+
+    embedded._ENGINES.clear()  # a fresh engine, as in a new process
+    return MongoStore.local(path, db_name="bench", index=index)
+
+
+def mongomock_memory(path: Path) -> tuple[Any, Any]:
+    """The baseline: mongomock in memory, no file (reopen finds nothing: expected to fail there)."""
+    from mongostore._mongomock import in_memory_collection
+
+    items = in_memory_collection("bench", "memories")
+    return items, items.database["memories_vectors"]
 
 
 def montydb_sqlite(path: Path) -> tuple[Any, Any]:
@@ -59,16 +73,17 @@ def tinymongo_default(path: Path) -> tuple[Any, Any]:
     return db["memories"], db["memories_vectors"]
 
 
-ENGINES: dict[str, Callable[[Path], tuple[Any, Any]]] = {
-    "ours (mongomock + locked BSON file)": ours,
+ENGINES: dict[str, Callable[..., Any]] = {
+    "ours: MongoStore.local (one transaction per batch)": ours_store,
+    "ours: its collections, one transaction per call": ours,
+    "baseline: mongomock in memory (no persistence)": mongomock_memory,
     "montydb 2.5.6 (sqlite)": montydb_sqlite,
     "litemongo 0.2.0 (sqlite)": litemongo_sqlite,
     "tinymongo 1.3.1 (default)": tinymongo_default,
 }
 
 
-def run(name: str, opener: Callable[[Path], tuple[Any, Any]], n: int) -> str:
-    from mongostore import MongoStore
+def run(name: str, opener: Callable[..., Any], n: int) -> str:
     from mongostore.embeddings import HashingEmbeddings
 
     emb = HashingEmbeddings(384)
@@ -85,15 +100,14 @@ def run(name: str, opener: Callable[[Path], tuple[Any, Any]], n: int) -> str:
             times.append(f"{label} {now - t:.2f}s")
             t = now
 
-        items, vectors = opener(path)
-        store = MongoStore(items, index=index, vectors_collection=vectors)
+        store = _open(opener, path, index)
         step = "setup"
         store.setup()
         lap("setup")
         step = "single puts"
         for i in range(n):
             store.put(("users", f"u{i % 10}", "memories"), f"k{i}", {"text": f"memory number {i} about pizza", "i": i})
-        lap(f"{n} puts")
+        lap(f"{n} single puts")
         step = "batch put"
         from langgraph.store.base import PutOp
 
@@ -111,8 +125,7 @@ def run(name: str, opener: Callable[[Path], tuple[Any, Any]], n: int) -> str:
         assert len(store.list_namespaces(prefix=("users",))) == 11
         lap("ls")
         step = "reopen"
-        items, vectors = opener(path)
-        again = MongoStore(items, index=index, vectors_collection=vectors)
+        again = _open(opener, path, index)
         got = again.get(("users", "u3", "memories"), "k3")
         assert got is not None and got.value["i"] == 3
         lap("reopen+get")
@@ -123,6 +136,15 @@ def run(name: str, opener: Callable[[Path], tuple[Any, Any]], n: int) -> str:
         return f"{name}: FAILED at {step} ({', '.join(times)}): {first[:300]}"
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _open(opener: Callable[..., Any], path: Path, index: Any) -> Any:
+    from mongostore import MongoStore
+
+    if opener is ours_store:
+        return opener(path, index)
+    items, vectors = opener(path)
+    return MongoStore(items, index=index, vectors_collection=vectors)
 
 
 def main() -> None:
