@@ -412,6 +412,7 @@ def cmd_doctor(ctx: Ctx) -> int:
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
                 **_status_json(status),
+                "server_version": server,
                 "items_without_vectors": unvectored,
                 "problems": problems,
                 "info": info,

@@ -461,10 +461,12 @@ async def make_store() -> AsyncIterator[BaseStore]:
     timeout = _timeout(os.environ)
     logger.info("mongostore: %s; embeddings: %s", settings.label(), description)
     if settings.embedded:
-        uri = f"{LOCAL_SCHEME}{settings.local_dir()}" if settings.local else IN_MEMORY_URI
-        async with AsyncMongoStore.from_conn_string(
-            uri, db_name=settings.db, collection_name=settings.collection, index=index
-        ) as embedded:
+        kwargs: dict[str, Any] = {"index": index, "db_name": settings.db, "collection_name": settings.collection}
+        if settings.local:
+            embedded = AsyncMongoStore.local(settings.local_dir(), **kwargs)
+        else:
+            embedded = AsyncMongoStore.in_memory(**kwargs)
+        async with embedded:
             await embedded.setup()
             yield embedded
         return
