@@ -186,3 +186,18 @@ def test_sync_context_manager_closes_the_client_it_owns() -> None:
     with store as same:
         assert same is store
     assert closed == [True]
+
+
+async def test_async_context_manager_closes_the_client_it_owns_and_stops_the_sweeper() -> None:
+    closed: list[bool] = []
+
+    class Client:
+        async def close(self) -> None:
+            closed.append(True)
+
+    store = AsyncMongoStore.in_memory()
+    store._owned_client = Client()
+    async with store as same:
+        assert same is store
+        sweeper = await store.start_ttl_sweeper(60)
+    assert closed == [True] and sweeper.cancelled()
