@@ -29,6 +29,7 @@ mongomock does. Run on MongoDB for anything real.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import sys
@@ -680,6 +681,13 @@ def _engine_of(collection: Any) -> LocalFile | None:
 
 def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
     """``MongoStore.local``: a ``MongoStore`` whose every method is one transaction of the file."""
+    items, vectors = local_collections(path, db_name, collection_name)
+    return _local_store_class()(items, vectors_collection=vectors, **kwargs)
+
+
+@functools.cache
+def _local_store_class() -> Any:
+    """Defined on first use: ``mongostore.store`` imports this module lazily, and this one it."""
     from mongostore.store import MongoStore
 
     class LocalMongoStore(MongoStore):
@@ -711,8 +719,7 @@ def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_na
             assert engine is not None
             return engine
 
-    items, vectors = local_collections(path, db_name, collection_name)
-    return LocalMongoStore(items, vectors_collection=vectors, **kwargs)  # type: ignore[arg-type]
+    return LocalMongoStore
 
 
 def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
@@ -721,6 +728,12 @@ def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collect
     The lock is a blocking one: while another process holds it (a long CLI import),
     the event loop waits. A development store: fine; a server is MongoDB.
     """
+    items, vectors = local_collections(path, db_name, collection_name)
+    return _async_local_store_class()(AsyncCollection(items), vectors_collection=AsyncCollection(vectors), **kwargs)
+
+
+@functools.cache
+def _async_local_store_class() -> Any:
     from mongostore.aio import AsyncMongoStore
 
     class LocalAsyncMongoStore(AsyncMongoStore):
@@ -750,5 +763,4 @@ def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collect
             assert engine is not None
             return engine
 
-    items, vectors = local_collections(path, db_name, collection_name)
-    return LocalAsyncMongoStore(AsyncCollection(items), vectors_collection=AsyncCollection(vectors), **kwargs)
+    return LocalAsyncMongoStore
