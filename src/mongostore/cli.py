@@ -294,8 +294,16 @@ def _settings(
     return settings
 
 
+#: Commands that stream through pipes: on the local store they lock per batch, as a server
+#: isolates per operation, so ``mongostore export | mongostore import -`` cannot deadlock on
+#: the lock (the reader waiting for it while the writer waits for the reader).
+STREAMING_COMMANDS = frozenset({"export", "import"})
+
+
 @contextmanager
-def _open(settings: StoreSettings, timeout: float, warn: Callable[[str], None]) -> Iterator[tuple[MongoStore, str]]:
+def _open(
+    settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
+) -> Iterator[tuple[MongoStore, str]]:
     index, description = settings.index()
     if settings.in_memory:
         with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
@@ -309,11 +317,14 @@ def _open(settings: StoreSettings, timeout: float, warn: Callable[[str], None]) 
             engine = store.engine  # type: ignore[attr-defined]
             engine.on_wait = warn
             # The whole command is one transaction: other commands wait, nothing is lost.
-            with engine.transaction():
-                names = store.collection.database.list_collection_names()
-                wanted = [store.collection.name] + ([store.vectors_collection.name] if store.vectors_collection else [])
-                if any(name not in names for name in wanted):
-                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
+            with engine.transaction() if whole_command else contextlib.nullcontext():
+                with engine.transaction():
+                    names = store.collection.database.list_collection_names()
+                    wanted = [store.collection.name]
+                    if store.vectors_collection is not None:
+                        wanted.append(store.vectors_collection.name)
+                    if any(name not in names for name in wanted):
+                        store.setup()  # a new store (or a first index): indexes, as on a set-up server
                 yield store, description
         return
     assert settings.uri is not None
@@ -499,9 +510,9 @@ def loads_json(text: str) -> Any:
         raise ValueError(f"bad Extended JSON: {type(exc).__name__}: {_one_line(exc)}") from None
 
 
-def _read_json_arg(text: str, what: str) -> Any:
+def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
     if text == "-":
-        text = sys.stdin.read()
+        text = stdin_text if stdin_text is not None else sys.stdin.read()
     try:
         return loads_json(text)
     except _NotFinite as exc:
@@ -513,7 +524,7 @@ def _read_json_arg(text: str, what: str) -> Any:
 def cmd_put(ctx: Ctx) -> int:
     a = ctx.args
     namespace = parse_namespace(a.namespace)
-    value = _read_json_arg(a.value, "the value")
+    value = _read_json_arg(a.value, "the value", getattr(a, "stdin_value", None))
     if not isinstance(value, dict):
         raise CLIError(f'the value must be a JSON object, got {type(value).__name__}: e.g. \'{{"text": "hi"}}\'')
     index: Any = None
@@ -1535,7 +1546,10 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
                     "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
                     "command exits; leave out --uri for the local store, or set it to a real server"
                 )
-        with _open(settings, args.timeout, _note) as (opened, description):
+        if args.command == "put" and args.value == "-":
+            args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
+        streaming = args.command in STREAMING_COMMANDS
+        with _open(settings, args.timeout, _note, whole_command=not streaming) as (opened, description):
             ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -327,3 +328,20 @@ def test_examples_run_from_the_root_and_their_snippet_is_a_script() -> None:
     assert snippet is not None
     ast.parse(snippet.group(1))  # top-level await would be a SyntaxError
     assert "langgraph dev --config examples/langgraph.json" in readme
+
+
+def test_piping_between_commands_on_the_local_store_does_not_deadlock(data_dir: Path, tmp_path: Path) -> None:
+    """``export | import -`` and ``get --json | put -`` on one store: more than a pipe buffer."""
+    path = tmp_path / "many.jsonl"
+    rows = ({"namespace": ["src"], "key": f"k{i}", "value": {"pad": "x" * 400}} for i in range(300))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = [sys.executable, "-m", "mongostore", "--embed", "none"]
+    assert subprocess.run([*base, "import", str(path)], capture_output=True, timeout=120, check=False).returncode == 0
+    shell = (
+        f"{shlex.join([*base, 'export', 'src'])} | sed 's/\"src\"/\"dst\"/' | {shlex.join([*base, 'import', '-'])}"
+        f" && {shlex.join([*base, 'get', 'src', 'k1', '--json'])} | {shlex.join([*base, 'put', 'dst', 'copy', '-'])}"
+    )
+    proc = subprocess.run(shell, shell=True, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    keys = [d["key"] for d in file_docs(data_dir) if d["namespace"] == ["dst"]]
+    assert len(keys) == 301 and "copy" in keys
