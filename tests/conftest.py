@@ -8,6 +8,8 @@ test is written once and runs against:
 - ``async-mock``: ``AsyncMongoStore`` on pymongo-async-mock, which poses as
   pymongo's ``AsyncCollection`` (always);
 - ``async-motor-mock``: ``AsyncMongoStore`` on mongomock_motor, a Motor double (always);
+- ``async-embedded``: ``AsyncMongoStore.in_memory()``'s own async wrapper over mongomock
+  (what the base install runs, without pymongo-async-mock);
 - ``sync-file`` / ``async-file``: the persistent embedded store (``MongoStore.local``'s
   collections, in a fresh directory per test; every call locks, reloads if changed, saves);
 - ``sync-real`` / ``async-real``: a real server when ``MONGODB_URI`` is set, one
@@ -37,7 +39,7 @@ MONGODB_URI = os.environ.get("MONGODB_URI")
 REAL_SKIP = "needs a real MongoDB: set MONGODB_URI (e.g. `docker compose up -d`, then MONGODB_URI=mongodb://localhost:27017/?directConnection=true)"
 
 SYNC_BACKENDS = ["sync-mongomock", "sync-file", "sync-real"]
-ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-file", "async-real"]
+ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-embedded", "async-file", "async-real"]
 ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
 
 
@@ -146,6 +148,12 @@ async def _async_collection(
 
         assert request is not None
         return AsyncCollection(_file_collection(request, name))
+    if backend == "async-embedded":
+        import mongomock
+
+        from mongostore._embedded import AsyncCollection
+
+        return AsyncCollection(mongomock.MongoClient(tz_aware=True)["test"][name])
     if backend == "async-mock":
         from pymongo_async_mock import AsyncMongoMockClient
 

@@ -201,3 +201,33 @@ async def test_async_context_manager_closes_the_client_it_owns_and_stops_the_swe
         assert same is store
         sweeper = await store.start_ttl_sweeper(60)
     assert closed == [True] and sweeper.cancelled()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {src!r})
+    from mongostore._embedded import LocalFile
+    engine = LocalFile({path!r}, "mongostore")
+    with engine.transaction(write=True):
+        print("locked", flush=True)
+        time.sleep(1.5)
+    """
+)
+
+
+def test_a_second_process_waits_for_the_lock_and_says_so(tmp_path: Path) -> None:
+    import time
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(src=SRC, path=str(tmp_path))], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    engine = LocalFile(tmp_path, "mongostore")
+    said: list[str] = []
+    engine.on_wait = said.append
+    started = time.monotonic()
+    with engine.transaction():
+        waited = time.monotonic() - started
+    assert holder.wait(timeout=30) == 0
+    assert waited > 0.5 and said == [f"waiting for another process using {tmp_path / 'mongostore.bson'}"]
