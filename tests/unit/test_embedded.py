@@ -230,4 +230,5 @@ def test_a_second_process_waits_for_the_lock_and_says_so(tmp_path: Path) -> None
     with engine.transaction():
         waited = time.monotonic() - started
     assert holder.wait(timeout=30) == 0
+    holder.stdout.close()
     assert waited > 0.5 and said == [f"waiting for another process using {tmp_path / 'mongostore.bson'}"]
