@@ -294,10 +294,12 @@ def _settings(
     return settings
 
 
-#: Commands that stream through pipes: on the local store they lock per batch, as a server
-#: isolates per operation, so ``mongostore export | mongostore import -`` cannot deadlock on
-#: the lock (the reader waiting for it while the writer waits for the reader).
-STREAMING_COMMANDS = frozenset({"export", "import"})
+#: Commands that lock the local store per operation, as a server isolates each one, instead
+#: of for the whole command: ``export`` / ``import`` stream through pipes, so
+#: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader
+#: waiting for it while the writer waits for the reader); ``demo`` runs LangGraph nodes on
+#: worker threads, which would wait for the main thread's lock forever.
+PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 
 
 @contextmanager
@@ -1548,8 +1550,8 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
                 )
         if args.command == "put" and args.value == "-":
             args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
-        streaming = args.command in STREAMING_COMMANDS
-        with _open(settings, args.timeout, _note, whole_command=not streaming) as (opened, description):
+        whole = args.command not in PER_OPERATION_COMMANDS
+        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description):
             ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:

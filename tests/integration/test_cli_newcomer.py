@@ -345,3 +345,17 @@ def test_piping_between_commands_on_the_local_store_does_not_deadlock(data_dir: 
     assert proc.returncode == 0, proc.stderr
     keys = [d["key"] for d in file_docs(data_dir) if d["namespace"] == ["dst"]]
     assert len(keys) == 301 and "copy" in keys
+
+
+def test_the_demo_can_keep_its_memories_in_the_local_store(data_dir: Path) -> None:
+    """The demo's graph runs nodes on worker threads: the store must not be locked for the whole command."""
+    base = [sys.executable, "-m", "mongostore", "--embed", "hashing"]
+    demo = subprocess.run([*base, "demo", "--uri", "mongostore-local://"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert demo.returncode == 0, demo.stderr
+    assert "The memories stay in database 'mongostore_demo'" in demo.stdout
+    found = subprocess.run([*base, "--db", "mongostore_demo", "search", "alice.memories", "--json"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert found.returncode == 0, found.stderr
+    assert "I like pizza" in {i["value"]["text"] for i in json.loads(found.stdout)}
+    assert (data_dir / "mongostore_demo.bson").is_file()
