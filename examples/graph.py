@@ -1,6 +1,8 @@
 """The example graph for LangGraph's Agent Server: mongostore's memory graph.
 
-``langgraph dev --config examples/langgraph.json`` serves it as ``memory``, with the
+``langgraph.json`` names the module ``mongostore.agent_graph`` (this file re-exports it, for
+reading): ``langgraph dev --config examples/langgraph.json`` from the repository root,
+or ``langgraph dev`` in ``examples/``, serves it as ``memory``, with the
 store built by ``mongostore.server.make_store`` (an ``AsyncMongoStore`` configured
 from ``MONGODB_URI`` and ``MONGOSTORE_*``) as ``runtime.store`` in every node.
 
@@ -17,6 +19,6 @@ The server supplies the checkpointer and the store, so the graph is compiled wit
 
 from __future__ import annotations
 
-from mongostore.demo import build_graph
+from mongostore.agent_graph import graph
 
-graph = build_graph().compile(name="memory")
+__all__ = ["graph"]

@@ -8,6 +8,10 @@ test is written once and runs against:
 - ``async-mock``: ``AsyncMongoStore`` on pymongo-async-mock, which poses as
   pymongo's ``AsyncCollection`` (always);
 - ``async-motor-mock``: ``AsyncMongoStore`` on mongomock_motor, a Motor double (always);
+- ``async-embedded``: ``AsyncMongoStore.in_memory()``'s own async wrapper over mongomock
+  (what the base install runs, without pymongo-async-mock);
+- ``sync-file`` / ``async-file``: the persistent embedded store (``MongoStore.local``'s
+  collections, in a fresh directory per test; every call locks, reloads if changed, saves);
 - ``sync-real`` / ``async-real``: a real server when ``MONGODB_URI`` is set, one
   fresh database per test, dropped afterwards (skipped otherwise, with the reason).
 
@@ -43,8 +47,8 @@ NO_TYPE_BRACKETING = pytest.mark.mongoeco_deviation(
     "operand's BSON type (https://www.mongodb.com/docs/manual/reference/mql/query-predicates/type-bracketing/)"
 )
 
-SYNC_BACKENDS = ["sync-mongomock", "sync-real"]
-ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-real"]
+SYNC_BACKENDS = ["sync-mongomock", "sync-file", "sync-real"]
+ASYNC_BACKENDS = ["async-mock", "async-motor-mock", "async-embedded", "async-file", "async-real"]
 ALL_BACKENDS = SYNC_BACKENDS + ASYNC_BACKENDS
 REAL_BACKENDS = frozenset({"sync-real", "async-real"})
 
@@ -143,6 +147,8 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
         import mongomock
 
         return mongomock.MongoClient(tz_aware=True)["test"][name]
+    if backend == "sync-file":
+        return _file_collection(request, name)
     if not MONGODB_URI:
         pytest.skip(REAL_SKIP)
     from pymongo import MongoClient
@@ -158,7 +164,28 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
     return client[db_name][name]
 
 
-async def _async_collection(backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str) -> Any:
+def _file_collection(request: pytest.FixtureRequest, name: str) -> Any:
+    """A collection of a fresh local store (its own engine: nothing cached between tests)."""
+    from mongostore._embedded import LocalCollection, LocalFile
+
+    directory = request.getfixturevalue("tmp_path") / "local-store"
+    return LocalCollection(LocalFile(directory, "test"), name)
+
+
+async def _async_collection(
+    backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str, request: pytest.FixtureRequest | None = None
+) -> Any:
+    if backend == "async-file":
+        from mongostore._embedded import AsyncCollection
+
+        assert request is not None
+        return AsyncCollection(_file_collection(request, name))
+    if backend == "async-embedded":
+        import mongomock
+
+        from mongostore._embedded import AsyncCollection
+
+        return AsyncCollection(mongomock.MongoClient(tz_aware=True)["test"][name])
     if backend == "async-mock":
         from pymongo_async_mock import AsyncMongoMockClient
 
@@ -198,7 +225,7 @@ async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[MakeStore]
             coll = collection if collection is not None else _sync_collection(backend, request, name)
             api = StoreAPI(MongoStore(coll, **kwargs), backend)
         else:
-            coll = collection if collection is not None else await _async_collection(backend, cleanups, name)
+            coll = collection if collection is not None else await _async_collection(backend, cleanups, name, request)
             api = StoreAPI(AsyncMongoStore(coll, **kwargs), backend)
         if setup:
             await api.setup()
@@ -320,10 +347,16 @@ async def make_semantic_store(request: pytest.FixtureRequest) -> AsyncIterator[M
 
 
 @pytest.fixture
-def clean_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No MONGODB_URI / MONGOSTORE_* from the shell: CLI and demo tests choose their store."""
+def clean_store_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No MONGODB_URI / MONGOSTORE_* from the shell: CLI and demo tests choose their store.
+
+    The local store (the CLI's default) goes to a fresh directory, returned; never the user's.
+    """
     from mongostore import server
 
     for name in (server.ENV_URI, server.ENV_DB, server.ENV_COLLECTION, server.ENV_EMBED, server.ENV_DIMS,
-                 server.ENV_FIELDS, "MONGOSTORE_DEBUG"):
+                 server.ENV_FIELDS, server.ENV_TIMEOUT, "MONGOSTORE_DEBUG"):
         monkeypatch.delenv(name, raising=False)
+    data_dir = tmp_path / "mongostore-data"
+    monkeypatch.setenv(server.ENV_DATA_DIR, str(data_dir))
+    return data_dir

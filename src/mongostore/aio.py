@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -40,7 +41,6 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 from mongostore import _plan
 from mongostore._codec import as_namespace
 from mongostore._drivers import AsyncIO, run_async
-from mongostore.errors import ConfigurationError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
@@ -67,6 +67,61 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         super().__init__()
         self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection))
         self._sweeper: asyncio.Task[None] | None = None
+        self._owned_client: Any = None
+
+    # ------------------------------------------------------------------ context manager
+
+    async def __aenter__(self) -> AsyncMongoStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the TTL sweeper and close the client this store opened (none for a given collection)."""
+        await self.stop_ttl_sweeper(timeout=5)
+        client, self._owned_client = self._owned_client, None
+        if client is not None:
+            result = client.close()
+            if asyncio.iscoroutine(result):
+                await result
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> AsyncMongoStore:
+        """A temporary in-memory store (mongomock, in the base install), for tests and throwaway use.
+
+        Call it inside a running event loop, like the constructor.
+        """
+        from mongostore._embedded import AsyncCollection
+        from mongostore._mongomock import in_memory_collection
+
+        items = in_memory_collection(db_name, collection_name)
+        vectors = items.database[f"{collection_name}_vectors"]
+        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=AsyncCollection(vectors))
+
+    @classmethod
+    def local(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> AsyncMongoStore:
+        """The persistent embedded store (see ``MongoStore.local``), with the async API."""
+        from mongostore._embedded import async_local_store
+
+        return async_local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
     @classmethod
     @asynccontextmanager
@@ -82,21 +137,21 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ) -> AsyncIterator[AsyncMongoStore]:
         """A store on ``conn_string`` with a tz-aware ``AsyncMongoClient``, closed afterwards.
 
-        ``mongomock://`` gives an in-memory store when ``pymongo-async-mock`` is
-        installed (it is in the ``test`` extra): for development only.
+        ``mongomock://`` gives an in-memory store and ``mongostore-local://[/abs/dir]``
+        the persistent embedded one (both in the base install): for development only.
         """
         if conn_string.startswith("mongomock://"):
-            try:
-                from pymongo_async_mock import AsyncMongoMockClient
-            except ImportError as exc:
-                raise ConfigurationError(
-                    "an in-memory AsyncMongoStore needs pymongo-async-mock: pip install 'mongostore[test]'"
-                ) from exc
-            from mongostore._mongomock import patch_mongomock
+            async with cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
+                yield store
+            return
+        if conn_string.startswith("mongostore-local://"):
+            from mongostore._embedded import parse_local_uri
 
-            patch_mongomock()
-            mock = AsyncMongoMockClient(tz_aware=True)
-            yield cls(mock[db_name][collection_name], index=index, ttl=ttl)
+            path = parse_local_uri(conn_string)
+            async with cls.local(
+                path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name
+            ) as store:
+                yield store
             return
         from pymongo import AsyncMongoClient
 
@@ -104,7 +159,10 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
         )
         try:
-            yield cls(client[db_name][collection_name], index=index, ttl=ttl)
+            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+            store._owned_client = client
+            async with store:
+                yield store
         finally:
             await client.close()
 

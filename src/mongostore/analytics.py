@@ -616,7 +616,7 @@ class StaleReport:
         return self.stale / self.total if self.total else 0.0
 
     def table(self) -> Table:
-        rows = [["/".join(s.namespace), s.key, s.updated_at.strftime("%Y-%m-%d %H:%M")] for s in self.oldest]
+        rows = [[".".join(s.namespace), s.key, s.updated_at.strftime("%Y-%m-%d %H:%M")] for s in self.oldest]
         return ["namespace", "key", "updated_at (UTC)"], rows
 
 
@@ -706,17 +706,21 @@ class TTLOutlookReport:
     def later(self) -> int:
         return self.total - self.never - self.expired - self.within_week
 
-    def table(self) -> Table:
-        rows = [
-            ["expired, not yet removed", str(self.expired)],
-            ["expire within an hour", str(self.within_hour)],
-            ["expire within a day", str(self.within_day)],
-            ["expire within a week", str(self.within_week)],
-            ["expire later", str(self.later)],
-            ["never expire", str(self.never)],
-            ["total", str(self.total)],
+    def bins(self) -> list[tuple[str, int]]:
+        """Disjoint bins that add up to ``total`` (what the chart and the tables show)."""
+        return [
+            ("expired, not yet removed", self.expired),
+            ("within an hour", self.within_hour),
+            ("in 1 hour to 1 day", self.within_day - self.within_hour),
+            ("in 1 day to 1 week", self.within_week - self.within_day),
+            ("later", self.later),
+            ("never", self.never),
         ]
-        return ["items", "count"], rows
+
+    def table(self) -> Table:
+        rows = [[name, str(n)] for name, n in self.bins()]
+        rows.append(["total", str(self.total)])
+        return ["expire", "items"], rows
 
 
 def ttl_outlook_pipeline(now: datetime) -> list[dict[str, Any]]:
@@ -965,7 +969,7 @@ def collect_reports(
 ) -> ReportBundle:
     """Run every report for ``prefix`` (what ``mongostore stats`` shows)."""
     plan = ReportPlan(tuple(prefix), now or _utcnow(), level=level, period=period, stale_days=stale_days,
-                      breakdown_field=breakdown_field, limit=limit)
+                      breakdown_field=breakdown_field, limit=limit, oldest=min(limit, 10))
     return plan.run(store)
 
 
@@ -982,5 +986,5 @@ async def acollect_reports(
 ) -> ReportBundle:
     """``collect_reports`` for an async store; the pipelines run concurrently."""
     plan = ReportPlan(tuple(prefix), now or _utcnow(), level=level, period=period, stale_days=stale_days,
-                      breakdown_field=breakdown_field, limit=limit)
+                      breakdown_field=breakdown_field, limit=limit, oldest=min(limit, 10))
     return await plan.arun(store)

@@ -12,13 +12,16 @@ Run ``mongostore --help`` or see ``docs/cli.md``. In short::
 Namespaces are written with dots: ``users.alice.memories`` is
 ``("users", "alice", "memories")`` (LangGraph labels cannot contain ``.``, so this
 is unambiguous); ``""`` is the root. The connection comes from ``--uri`` or
-``MONGODB_URI``; without one the command runs on the embedded in-memory store,
-which starts empty and is lost when the command exits (it says so on stderr).
+``MONGODB_URI``; without one the command runs on the local store, a file per
+database under ``--data-dir`` / ``MONGOSTORE_DATA_DIR`` (default
+``~/.local/share/mongostore``), kept between commands and locked while one runs
+(it says where on stderr). ``--uri mongomock://`` is an in-memory store instead.
 
 Exit status: 0 success, 1 server or connection failure (or ``doctor`` found a
 problem), 2 bad input (usage, JSON, namespace, value, filter), 3 not found
 (``get``, ``rm``), 130 interrupted. Errors are one line on stderr, never a traceback
-(set ``MONGOSTORE_DEBUG=1`` to see one).
+(set ``MONGOSTORE_DEBUG=1`` to see one); with ``--json`` they are also one JSON
+document on stdout, ``{"ok": false, "error": ..., "exit_code": ...}``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -38,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, Literal, TextIO
 
 from bson import json_util
 from langgraph.store.base import NOT_PROVIDED, InvalidNamespaceError, Item, PutOp, SearchItem, _validate_namespace
@@ -51,7 +56,17 @@ from mongostore._codec import as_utc, check_value, item_id
 from mongostore._queries import item_indexes, not_expired, prefix_filter, vector_indexes
 from mongostore.embeddings import HashingEmbeddings
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
-from mongostore.server import ENV_DB, ENV_URI, IN_MEMORY_URI, StoreSettings, redact_uri
+from mongostore.server import (
+    ENV_DATA_DIR,
+    ENV_DB,
+    ENV_URI,
+    ServerUnreachableError,
+    StoreSettings,
+    check_field_path,
+    probe_server,
+    redact_uri,
+    split_fields,
+)
 from mongostore.store import MongoStore
 
 __all__ = [
@@ -215,6 +230,7 @@ class Progress:
             self.update(self.done, force=True)
             self.stream.write("\n")
             self.stream.flush()
+            self._drawn = False  # closing twice draws one line
 
 
 # --------------------------------------------------------------------------- the store
@@ -231,6 +247,11 @@ class Ctx:
     json: bool
     progress: bool
     injected: bool = False
+
+    @property
+    def where(self) -> str:
+        """Where the data is, in a few words (named in result lines)."""
+        return "the given store" if self.injected else self.settings.where()
 
     @property
     def out(self) -> TextIO:
@@ -253,16 +274,18 @@ class Ctx:
 def _settings(
     args: argparse.Namespace, *, db_default: str | None = None, fields_default: tuple[str, ...] | None = None
 ) -> StoreSettings:
-    fields = None
-    if args.fields:
-        fields = tuple(f.strip() for f in args.fields.split(",") if f.strip()) or None
+    fields = split_fields(args.fields, "--fields") if args.fields is not None else None
+    uri = args.uri
+    if uri is not None and not uri.strip():
+        raise CLIError("--uri is empty: give a mongodb:// URI, or leave it out for the local store")
     settings = StoreSettings.from_env(
-        uri=args.uri or None,
+        uri=uri.strip() if uri else None,
         db=args.db or None,
         collection=args.collection or None,
         embed=args.embed,
         dims=args.dims,
         fields=fields,
+        data_dir=args.data_dir or None,
     )
     if db_default is not None and not args.db and not os.environ.get(ENV_DB):
         settings = replace(settings, db=db_default)
@@ -271,19 +294,54 @@ def _settings(
     return settings
 
 
+#: Commands that lock the local store per operation, as a server isolates each one, instead
+#: of for the whole command: ``export`` / ``import`` stream through pipes, so
+#: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader
+#: waiting for it while the writer waits for the reader); ``demo`` runs LangGraph nodes on
+#: worker threads, which would wait for the main thread's lock forever.
+PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
+
+
 @contextmanager
-def _open(settings: StoreSettings, timeout: float) -> Iterator[tuple[MongoStore, str]]:
+def _open(
+    settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
+) -> Iterator[tuple[MongoStore, str]]:
     index, description = settings.index()
-    uri = settings.uri or IN_MEMORY_URI
-    kwargs: dict[str, Any] = {}
-    if not settings.in_memory:
-        ms = int(timeout * 1000)
-        kwargs = {"serverSelectionTimeoutMS": ms, "connectTimeoutMS": ms}
-    with MongoStore.from_conn_string(
-        uri, db_name=settings.db, collection_name=settings.collection, index=index, **kwargs
-    ) as store:
-        if settings.in_memory:
+    if settings.in_memory:
+        with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
             store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+            yield store, description
+        return
+    if settings.local:
+        with MongoStore.local(
+            settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
+        ) as store:
+            engine = store.engine  # type: ignore[attr-defined]
+            engine.on_wait = warn
+            # The whole command is one transaction: other commands wait, nothing is lost.
+            with engine.transaction() if whole_command else contextlib.nullcontext():
+                with engine.transaction():
+                    names = store.collection.database.list_collection_names()
+                    wanted = [store.collection.name]
+                    if store.vectors_collection is not None:
+                        wanted.append(store.vectors_collection.name)
+                    if any(name not in names for name in wanted):
+                        store.setup()  # a new store (or a first index): indexes, as on a set-up server
+                yield store, description
+        return
+    assert settings.uri is not None
+    note = probe_server(settings.uri, timeout)
+    if note:
+        warn(note)
+    ms = int(timeout * 1000)
+    with MongoStore.from_conn_string(
+        settings.uri,
+        db_name=settings.db,
+        collection_name=settings.collection,
+        index=index,
+        serverSelectionTimeoutMS=ms,
+        connectTimeoutMS=ms,
+    ) as store:
         yield store, description
 
 
@@ -305,6 +363,8 @@ def cmd_setup(ctx: Ctx) -> int:
         ctx.emit({"ok": True, "store": ctx.settings.label(), **_status_json(status)})
         return EXIT_OK
     ctx.print(f"indexes ready on {ctx.settings.label() if not ctx.injected else 'the given store'}")
+    if ctx.settings.local and not ctx.injected:
+        ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
         ctx.print(f"  vectors: {', '.join(status['vector_indexes'])}")
@@ -357,14 +417,21 @@ def cmd_doctor(ctx: Ctx) -> int:
                 "search returns them unscored until they are put again; `mongostore reindex` repairs them"
             )
     idx = status.get("vector_search_index") or {}
+    local = ctx.settings.local and not ctx.injected
+    data_file = ctx.settings.local_file() if local else None
+    server = str(status["server_version"])
+    if local:
+        server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
     if ctx.json:
         ctx.emit(
             {
                 "ok": not problems,
                 "store": ctx.settings.label() if not ctx.injected else "given store",
+                "data_file": str(data_file) if data_file else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
                 **_status_json(status),
+                "server_version": server,
                 "items_without_vectors": unvectored,
                 "problems": problems,
                 "info": info,
@@ -373,7 +440,8 @@ def cmd_doctor(ctx: Ctx) -> int:
         return EXIT_FAILURE if problems else EXIT_OK
     rows: list[tuple[str, str]] = [
         ("store", ctx.settings.label() if not ctx.injected else "the given store"),
-        ("server", str(status["server_version"])),
+        *([("data file", _file_text(data_file))] if data_file else []),
+        ("server", server),
         ("embedder", ctx.embedder),
         ("index", _index_summary(ctx.store) or "none"),
         ("vector search", "available" if status["vector_search_available"] else "not available"),
@@ -402,6 +470,14 @@ def cmd_doctor(ctx: Ctx) -> int:
     return EXIT_FAILURE if problems else EXIT_OK
 
 
+def _file_text(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return f"{path} (not written yet)"
+    return f"{path} ({size:,} bytes)"
+
+
 def _index_summary(store: MongoStore) -> str:
     cfg = store.index_config
     if not cfg:
@@ -409,11 +485,46 @@ def _index_summary(store: MongoStore) -> str:
     return f"dims={cfg.get('dims')}, fields={','.join(cfg.get('fields') or ['$'])}"
 
 
-def _read_json_arg(text: str, what: str) -> Any:
-    if text == "-":
-        text = sys.stdin.read()
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(f"{name}, which is not a JSON number (JSON has no NaN or Infinity): store a string or null")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotFinite(f"{text}, a number too large for a double (it would be stored as Infinity)")
+    return value
+
+
+def loads_json(text: str) -> Any:
+    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers.
+
+    Any failure (bad Extended JSON such as ``{"$oid": "zzz"}`` or ``{"$date": 1e300}``,
+    nesting too deep) is a ``ValueError`` with the reason.
+    """
     try:
-        return json_util.loads(text, json_options=JSON_IN)
+        return json_util.loads(text, json_options=JSON_IN, parse_constant=_no_constant, parse_float=_finite_float)
+    except _NotFinite:
+        raise
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError:
+        raise
+    except Exception as exc:  # bson's InvalidId, decimal.InvalidOperation, OverflowError...
+        raise ValueError(f"bad Extended JSON: {type(exc).__name__}: {_one_line(exc)}") from None
+
+
+def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
+    if text == "-":
+        text = stdin_text if stdin_text is not None else sys.stdin.read()
+    try:
+        return loads_json(text)
+    except _NotFinite as exc:
+        raise CLIError(f"{what} holds {exc}") from None
     except ValueError as exc:
         raise CLIError(f"{what} is not valid JSON: {_one_line(exc)}") from None
 
@@ -421,31 +532,46 @@ def _read_json_arg(text: str, what: str) -> Any:
 def cmd_put(ctx: Ctx) -> int:
     a = ctx.args
     namespace = parse_namespace(a.namespace)
-    value = _read_json_arg(a.value, "the value")
+    value = _read_json_arg(a.value, "the value", getattr(a, "stdin_value", None))
     if not isinstance(value, dict):
         raise CLIError(f'the value must be a JSON object, got {type(value).__name__}: e.g. \'{{"text": "hi"}}\'')
     index: Any = None
     if a.no_index:
         index = False
-    elif a.index:
-        index = [f.strip() for f in a.index.split(",") if f.strip()]
+    elif a.index is not None:
+        index = list(split_fields(a.index, "--index"))
     ttl = NOT_PROVIDED if a.ttl is None else a.ttl
-    if a.ttl is not None and a.ttl <= 0:
-        raise CLIError(f"--ttl must be a positive number of minutes, got {a.ttl}")
+    if a.ttl is not None:
+        _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key})
+        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
     else:
-        extra = f" (expires in {a.ttl:g} min)" if a.ttl is not None else ""
-        ctx.print(f"stored {format_namespace(namespace)} / {a.key}{extra}")
+        extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
+        ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
     return EXIT_OK
+
+
+#: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
+MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
+
+
+def _check_ttl(ttl: Any, what: str) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+        raise CLIError(f"{what} must be a positive number of minutes, got {ttl!r}")
+    if ttl > MAX_TTL_MINUTES:
+        raise CLIError(f"{what} of {ttl:g} minutes is past year 9999: leave the TTL out for an item that never expires")
+    return float(ttl)
 
 
 def cmd_get(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     item = ctx.store.get(namespace, ctx.args.key)
     if item is None:
-        raise CLIError(f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)}", EXIT_NOT_FOUND)
+        raise CLIError(
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}{_empty_hint(ctx)}",
+            EXIT_NOT_FOUND,
+        )
     if ctx.json:
         ctx.emit(_item_json(item))
         return EXIT_OK
@@ -458,19 +584,27 @@ def cmd_get(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def _empty_hint(ctx: Ctx) -> str:
+    if ctx.settings.in_memory and not ctx.injected:
+        return " (the in-memory store starts empty in every command: leave out --uri for the local store)"
+    return ""
+
+
 def cmd_rm(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
     if not existed and not ctx.args.force:
         raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} (--force ignores this)",
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}"
+            f"{_empty_hint(ctx)} (--force ignores this)",
             EXIT_NOT_FOUND,
         )
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
         ctx.emit({"ok": True, "namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
     else:
-        ctx.print(f"{'deleted' if existed else 'nothing to delete at'} {format_namespace(namespace)} / {ctx.args.key}")
+        done = "deleted" if existed else "nothing to delete at"
+        ctx.print(f"{done} {format_namespace(namespace)} / {ctx.args.key} in {ctx.where}")
     return EXIT_OK
 
 
@@ -493,7 +627,8 @@ def cmd_search(ctx: Ctx) -> int:
         ctx.emit([_item_json(i) for i in items])
         return EXIT_OK
     if not items:
-        ctx.warn(f"no items under {format_namespace(prefix)}" + (" matching the filter" if filt else ""))
+        matching = " matching the filter" if filt else ""
+        ctx.warn(f"no items under {format_namespace(prefix)}{matching} in {ctx.where}{_empty_hint(ctx)}")
         return EXIT_OK
     headers = ["namespace", "key", "score", "updated", "value"] if a.query else ["namespace", "key", "updated", "value"]
     rows = []
@@ -524,7 +659,7 @@ def cmd_ls(ctx: Ctx) -> int:
     for ns in found:
         ctx.print(format_namespace(ns))
     if not found:
-        ctx.warn("no namespaces found")
+        ctx.warn(f"no namespaces found in {ctx.where}{_empty_hint(ctx)}")
     elif len(found) == a.limit:
         ctx.warn(f"showing {len(found)} namespaces; more may follow (--offset {a.offset + a.limit})")
     return EXIT_OK
@@ -538,8 +673,12 @@ def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def export_line(doc: Mapping[str, Any]) -> str:
-    """One exported item as a JSON line (what ``import`` reads)."""
+def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
+    """One exported item as a JSON line (what ``import`` reads).
+
+    ``index`` is the item's own embedding choice, kept so ``import`` does the same:
+    ``False`` for an item put with ``index=False``, a list for per-item fields.
+    """
     record: dict[str, Any] = {
         "namespace": list(doc["namespace"]),
         "key": doc["key"],
@@ -549,14 +688,45 @@ def export_line(doc: Mapping[str, Any]) -> str:
     }
     if doc.get("ttl_minutes") is not None:
         record["ttl"] = float(doc["ttl_minutes"])
+    if index is not None:
+        record["index"] = index
     return dumps(record)
+
+
+_MULTI_TEXT = re.compile(r"\.\d+$")
+
+
+def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[Literal[False] | list[str] | None]:
+    """Each item's embedding choice, read back from what was stored (one vectors query per chunk).
+
+    No ``vectors`` on an item of an indexed store: it was put with ``index=False`` (or had
+    no text at the fields). Vectors at other fields than the store's: per-item ``index=[...]``.
+    """
+    if store.vectors_collection is None or store.index_config is None:
+        return [None] * len(docs)
+    default = set(store.index_config.get("fields") or ["$"])
+    fields: dict[Any, set[str]] = {}
+    ids = [d["_id"] for d in docs if d.get("vectors")]
+    if ids:
+        for v in store.vectors_collection.find({"item_id": {"$in": ids}}, {"item_id": 1, "field": 1}):
+            fields.setdefault(v["item_id"], set()).add(_MULTI_TEXT.sub("", str(v.get("field", ""))))
+    out: list[Literal[False] | list[str] | None] = []
+    for d in docs:
+        if not d.get("vectors"):
+            out.append(False)
+            continue
+        got = fields.get(d["_id"])
+        out.append(None if not got or got == default else sorted(got))
+    return out
 
 
 def cmd_export(ctx: Ctx) -> int:
     prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
     filt = _export_filter(prefix, datetime.now(timezone.utc))
     total = ctx.store.collection.count_documents(filt)
-    projection = {"namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1}
+    projection = {
+        "namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1, "vectors": 1,
+    }
     target = ctx.args.out
     n = 0
     progress = Progress("export", total, enabled=None if ctx.progress else False)
@@ -566,16 +736,30 @@ def cmd_export(ctx: Ctx) -> int:
         # A cursor, read in batches: the collection is never loaded as a whole.
         cursor = ctx.store.collection.find(filt, projection).sort("_id", 1).batch_size(1000)
         stack.callback(cursor.close)
-        for doc in cursor:
-            sink.write(export_line(doc) + "\n")
-            n += 1
+        chunk: list[Mapping[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal n
+            for doc, index in zip(chunk, _item_indexes(ctx.store, chunk), strict=True):
+                sink.write(export_line(doc, index) + "\n")
+            n += len(chunk)
+            chunk.clear()
             progress.update(n)
+
+        for doc in cursor:
+            chunk.append(doc)
+            if len(chunk) >= 500:
+                flush()
+        flush()
     progress.close()
     where = "stdout" if target in (None, "-") else target
-    if ctx.json:
-        ctx.err.write(dumps({"exported": n, "prefix": list(prefix), "out": where}) + "\n")
+    summary = {"ok": True, "exported": n, "prefix": list(prefix), "out": where, "store": ctx.where}
+    if ctx.json and not to_stdout:
+        ctx.emit(summary)  # the one JSON document on stdout
+    elif ctx.json:
+        ctx.err.write(dumps(summary) + "\n")  # stdout holds the JSON Lines themselves
     else:
-        ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} to {where}")
+        ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK
 
 
@@ -588,6 +772,10 @@ class _Line:
     ttl: float | None
     created_at: datetime | None
     updated_at: datetime | None
+    index: Literal[False] | list[str] | None = None
+
+    def op(self) -> PutOp:
+        return PutOp(self.namespace, self.key, self.value, index=self.index, ttl=self.ttl)
 
 
 @dataclass
@@ -630,16 +818,43 @@ def _timestamp(record: Mapping[str, Any], name: str) -> datetime | None:
     raise _Rejected("bad timestamp", f"{name} must be an ISO 8601 date, got {raw!r}")
 
 
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Rejected("bad text", f"{what} holds a lone surrogate (not valid Unicode): {text!r}") from None
+
+
+def _surrogates(obj: Any, where: str, depth: int = 0) -> None:
+    """Reject strings BSON cannot encode (lone surrogates), naming where; no recursion limit surprises."""
+    stack: list[tuple[Any, str]] = [(obj, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, at)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str):
+                    _check_text(k, f"{at}: a field name")
+                stack.append((v, f"{at}.{k}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+
+
 def parse_import_line(number: int, raw: bytes) -> _Line | None:
     """Parse and check one line of an export; ``None`` for a blank line. Raises ``_Rejected``."""
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
         raise _Rejected("bad JSON", f"not UTF-8: {exc}") from None
+    if number == 1 and text.startswith("\ufeff"):
+        text = text[1:]  # a UTF-8 byte-order mark, as some editors write
     if not text:
         return None
     try:
-        record = json_util.loads(text, json_options=JSON_IN)
+        record = loads_json(text)
+    except _NotFinite as exc:
+        raise _Rejected("bad number", f"the line holds {exc}") from None
     except ValueError as exc:
         raise _Rejected("bad JSON", _one_line(exc)) from None
     if not isinstance(record, dict):
@@ -654,20 +869,38 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         namespace = tuple(ns_raw)
     else:
         raise _Rejected("bad namespace", f"namespace must be a list of strings, got {ns_raw!r}")
+    for label in namespace:
+        _check_text(label, "a namespace label")
     try:
         _validate_namespace(namespace)
     except InvalidNamespaceError as exc:
         raise _Rejected("bad namespace", _one_line(exc)) from None
     key = record.get("key")
-    if not isinstance(key, str) or not key:
-        raise _Rejected("bad key", f"key must be a non-empty string, got {key!r}")
+    if not isinstance(key, str):
+        raise _Rejected("bad key", f"key must be a string, got {key!r}")
+    _check_text(key, "the key")
+    value = record.get("value")
     try:
-        value = check_value(namespace, key, record.get("value"))
+        _surrogates(value, "the value")
+        value = check_value(namespace, key, value)
     except InvalidValueError as exc:
         raise _Rejected("invalid value", exc.reason) from None
+    except RecursionError:
+        raise _Rejected("invalid value", "nested too deeply") from None
     ttl = record.get("ttl")
-    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
-        raise _Rejected("bad ttl", f"ttl must be a positive number of minutes, got {ttl!r}")
+    if ttl is not None:
+        try:
+            ttl = _check_ttl(ttl, "ttl")
+        except CLIError as exc:
+            raise _Rejected("bad ttl", str(exc)) from None
+    index = record.get("index")
+    if index is not None and index is not False:
+        if not isinstance(index, list) or not index or not all(isinstance(f, str) for f in index):
+            raise _Rejected("bad index", f"index must be false or a non-empty list of field paths, got {index!r}")
+        try:
+            index = [check_field_path(f, "index: the path") for f in index]
+        except ValueError as exc:
+            raise _Rejected("bad index", str(exc)) from None
     return _Line(
         number,
         namespace,
@@ -676,6 +909,7 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         None if ttl is None else float(ttl),
         _timestamp(record, "created_at"),
         _timestamp(record, "updated_at"),
+        index,
     )
 
 
@@ -683,18 +917,19 @@ def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_time
     """Upsert one batch; per-item server rejections are recorded, the rest of the batch lands."""
     if not batch:
         return
-    ops = [PutOp(b.namespace, b.key, b.value, ttl=b.ttl) for b in batch]
+    ops = [b.op() for b in batch]
     failed: dict[tuple[tuple[str, ...], str], str] = {}
     try:
         ctx.store.batch(ops)
     except WriteError as exc:
         failed = {(ns, key): msg for ns, key, msg in exc.failures}
-    except InvalidValueError:
-        # Checked per line already; if the store still refuses one, find it one by one.
+    except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError):
+        # Checked per line already; if the store still refuses one, find it one by one:
+        # one bad line never costs the good ones of its batch.
         for b in list(batch):
             try:
-                ctx.store.batch([PutOp(b.namespace, b.key, b.value, ttl=b.ttl)])
-            except (InvalidValueError, WriteError) as exc:
+                ctx.store.batch([b.op()])
+            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, WriteError) as exc:
                 failed[(b.namespace, b.key)] = _one_line(exc)
     landed = []
     for b in batch:
@@ -752,6 +987,14 @@ def cmd_import(ctx: Ctx) -> int:
                 progress.update(read if total is not None else number, suffix=f"{number:,} lines")
             _write_batch(ctx, batch, summary, a.keep_timestamps)
             progress.update(read if total is not None else summary.lines, force=True)
+        except KeyboardInterrupt:
+            progress.close()
+            ctx.warn(
+                f"import interrupted at line {summary.lines:,}: {summary.written:,} item(s) written, "
+                f"{len(summary.rejected):,} line(s) rejected so far; rerun the same command to finish "
+                "(import is idempotent: upserts by namespace and key)"
+            )
+            raise
         except (PyMongoError, MongoStoreError) as exc:
             raise CLIError(
                 f"import stopped at line {summary.lines} after writing {summary.written:,} item(s): "
@@ -915,9 +1158,12 @@ def cmd_stats(ctx: Ctx) -> int:
 
     reports = _collect(ctx)
     if ctx.json:
-        ctx.emit(_plain(asdict(reports)))
+        ctx.emit({**_plain(asdict(reports)), "store": ctx.where})
     else:
+        ctx.print(f"store: {ctx.where}")
         ctx.out.write(render_text(reports))
+        if reports.namespaces.total_items == 0:
+            ctx.warn(f"no items in {ctx.where}{_empty_hint(ctx)}")
     return EXIT_OK
 
 
@@ -957,7 +1203,8 @@ def cmd_demo(ctx: Ctx) -> int:
     else:
         render_demo(result, ctx.out)
         if ctx.settings.in_memory and not ctx.injected:
-            ctx.print("The embedded store is gone now. Keep the memories on a real server:")
+            ctx.print("The in-memory store is gone now. Keep the memories in the local store, or on a server:")
+            ctx.print("  mongostore demo --uri mongostore-local://")
             ctx.print("  mongostore demo --uri mongodb://localhost:27017/?directConnection=true")
         else:
             ctx.print(
@@ -970,6 +1217,13 @@ def cmd_demo(ctx: Ctx) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+def _at_least_one(text: str) -> int:
+    value = _positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -980,40 +1234,101 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+#: The connection and output options every command takes (listed once, in ``mongostore --help``).
+COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --timeout --json --no-progress"
+
+
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
-    """Connection and output options; accepted before or after the command name."""
+    """Connection and output options; accepted before or after the command name.
+
+    Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
+    """
 
     def d(value: Any) -> Any:
         return argparse.SUPPRESS if sub else value
 
-    g = parser.add_argument_group("connection and output (also before the command)")
-    g.add_argument("--uri", default=d(None), help=f"MongoDB URI (default: ${ENV_URI}; none: embedded, in memory)")
-    g.add_argument("--db", default=d(None), help="database (default: $MONGOSTORE_DB or mongostore)")
+    def h(text: str) -> str:
+        return argparse.SUPPRESS if sub else text
+
+    g = parser.add_argument_group("connection (also after the command)") if not sub else parser
     g.add_argument(
-        "--collection", default=d(None), help="items collection (default: $MONGOSTORE_COLLECTION or memories)"
+        "--uri",
+        default=d(None),
+        help=h(f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"),
     )
     g.add_argument(
+        "--data-dir",
+        default=d(None),
+        metavar="DIR",
+        help=h(f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"),
+    )
+    g.add_argument("--db", default=d(None), help=h("database (default: $MONGOSTORE_DB or mongostore)"))
+    g.add_argument(
+        "--collection", default=d(None), help=h("items collection (default: $MONGOSTORE_COLLECTION or memories)")
+    )
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=d(DEFAULT_TIMEOUT),
+        help=h("seconds to wait for the server (default 10)"),
+    )
+    e = parser.add_argument_group("embedding (also after the command)") if not sub else parser
+    e.add_argument(
         "--embed",
         default=d(None),
-        help="minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
-        "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)",
+        help=h(
+            "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
+            "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
+        ),
     )
-    g.add_argument(
-        "--dims", type=_positive_int, default=d(None), help="vector size (default: $MONGOSTORE_DIMS or the model's)"
+    e.add_argument(
+        "--dims", type=_positive_int, default=d(None), help=h("vector size (default: $MONGOSTORE_DIMS or the model's)")
     )
-    g.add_argument(
-        "--fields", default=d(None), help="comma-separated value paths to embed (default: $MONGOSTORE_FIELDS or $)"
+    e.add_argument(
+        "--fields",
+        default=d(None),
+        help=h("comma-separated value paths to embed, e.g. text,tags[*] (default: $MONGOSTORE_FIELDS or $)"),
     )
-    g.add_argument(
-        "--timeout", type=float, default=d(DEFAULT_TIMEOUT), help="seconds to wait for the server (default 10)"
+    o = parser.add_argument_group("output (also after the command)") if not sub else parser
+    o.add_argument(
+        "--json", action="store_true", default=d(False), help=h("one JSON document on stdout, errors included")
     )
-    g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
-    g.add_argument("--no-progress", action="store_true", default=d(False), help="never draw a progress bar")
+    o.add_argument("--no-progress", action="store_true", default=d(False), help=h("never draw a progress bar"))
+
+
+def _default_dir_text() -> str:
+    from mongostore._embedded import default_data_dir
+
+    home = str(Path.home())
+    text = str(default_data_dir({}))
+    return "~" + text[len(home) :] if text.startswith(home) else text
+
+
+class _UsageError(Exception):
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
+        raise _UsageError(self.prog, message)
+
+
+#: ``mongostore.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: the demo (and LangGraph's graph machinery): seconds off every command's start.
+DEMO_DB = "mongostore_demo"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1021,27 +1336,43 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
         epilog="Namespaces are dotted: users.alice.memories = ('users', 'alice', 'memories'). "
-        "Without --uri / MONGODB_URI every command runs on an empty in-memory store that is lost when it exits.",
+        "Without --uri / MONGODB_URI every command runs on the local store, a file under --data-dir that is "
+        "kept between commands (`mongostore doctor` says where).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _common(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def sub(name: str, help_: str, fn: Callable[[Ctx], int]) -> argparse.ArgumentParser:
-        p = subs.add_parser(name, help=help_, description=help_)
+    def sub(name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = "") -> argparse.ArgumentParser:
+        p = subs.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=(epilog + " " if epilog else "")
+            + f"Also takes the connection, embedding and output options ({COMMON_OPTIONS}): see `{PROG} --help`.",
+        )
         _common(p, sub=True)
         p.set_defaults(func=fn)
         return p
 
-    p = sub("demo", "run the LangGraph memory demo (two threads, one user, semantic recall)", cmd_demo)
+    p = sub(
+        "demo",
+        "run the LangGraph memory demo (two threads, one user, semantic recall)",
+        cmd_demo,
+        "Without --uri it runs on a temporary in-memory store; with one, in database "
+        f"{DEMO_DB!r} unless --db or $MONGOSTORE_DB says otherwise.",
+    )
     p.add_argument("--user", default="alice", help="the user id whose memories the demo writes (default alice)")
 
     sub("setup", "create the indexes (and the Atlas vector index); safe to run on every deploy", cmd_setup)
     sub("doctor", "server version, vector search and search path, index status, item and vector counts", cmd_doctor)
 
-    p = sub("put", "store one item (an upsert)", cmd_put)
+    key_help = "the item's key within the namespace (a key starting with - goes after --)"
+    p = sub(
+        "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
+    )
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
-    p.add_argument("key")
+    p.add_argument("key", help=key_help)
     p.add_argument("value", help="a JSON object, or - to read it from stdin")
     p.add_argument("--ttl", type=float, help="expire after this many minutes")
     grp = p.add_mutually_exclusive_group()
@@ -1049,26 +1380,26 @@ def build_parser() -> argparse.ArgumentParser:
     grp.add_argument("--index", help="comma-separated fields to embed for this item (instead of --fields)")
 
     p = sub("get", "show one item", cmd_get)
-    p.add_argument("namespace")
-    p.add_argument("key")
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
 
     p = sub("rm", "delete one item (and its vectors)", cmd_rm)
-    p.add_argument("namespace")
-    p.add_argument("key")
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
     p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
 
     p = sub("search", "list or semantically search items under a namespace prefix", cmd_search)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-q", "--query", help="natural-language query (semantic search)")
     p.add_argument("--filter", help='JSON filter on value fields, e.g. \'{"kind": "preference"}\'')
-    p.add_argument("--limit", type=_positive_int, default=10, help="at most this many items (default 10)")
+    p.add_argument("--limit", type=_at_least_one, default=10, help="at most this many items (default 10)")
     p.add_argument("--offset", type=_positive_int, default=0, help="skip this many items first")
 
     p = sub("ls", "list namespaces", cmd_ls)
     p.add_argument("--prefix", help="only namespaces starting with this (dotted; * matches one label)")
     p.add_argument("--suffix", help="only namespaces ending with this (dotted; * matches one label)")
     p.add_argument("--max-depth", type=_positive_int, help="truncate namespaces to this many labels")
-    p.add_argument("--limit", type=_positive_int, default=100, help="at most this many (default 100)")
+    p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
 
     p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
@@ -1122,15 +1453,39 @@ def _add_analytics_commands(sub: Callable[[str, str, Callable[[Ctx], int]], argp
 
 
 def _one_line(exc: BaseException) -> str:
+    """The error as one line: every line of its message joined, cut at a sentence end if long."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, ServerSelectionTimeoutError):
         text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
-    first = text.splitlines()[0] if text else text
-    return first if len(first) <= 400 else first[:399] + "…"
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if len(text) <= 600:
+        return text
+    cut = text.rfind(". ", 0, 600)
+    return text[: cut + 1] if cut > 200 else text[:599] + "…"
 
 
 def _error(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {message}\n")
+
+
+def _fail(json_mode: bool, message: str, code: int) -> int:
+    """An error: one line on stderr and, with --json, one JSON document on stdout."""
+    _error(message)
+    if json_mode:
+        with contextlib.suppress(Exception):
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": code}) + "\n")
+            sys.stdout.flush()
+    return code
+
+
+def _dash_hint(argv: Sequence[str], message: str) -> str:
+    """A hint when a positional that starts with ``-`` was taken for an option."""
+    if "unrecognized arguments" not in message and "the following arguments are required" not in message:
+        return ""
+    dashed = [a for a in argv if a.startswith("-") and not a.startswith("--") and len(a) > 1 and a not in ("-f",)]
+    if not dashed or "--" in argv:
+        return ""
+    return f"; a key or value starting with - goes after --, e.g. {PROG} put users.alice -- {dashed[0]} '{{...}}'"
 
 
 def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) -> int:
@@ -1140,12 +1495,23 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
     ``--uri`` / ``MONGODB_URI`` (for tests and for embedding the CLI).
     """
     parser = build_parser()
+    arglist = list(argv) if argv is not None else sys.argv[1:]
+    json_mode = "--json" in arglist[: arglist.index("--")] if "--" in arglist else "--json" in arglist
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:
+        args = parser.parse_args(arglist)
+    except _UsageError as exc:
+        message = exc.message + _dash_hint(arglist, exc.message)
+        sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": EXIT_USAGE}) + "\n")
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
+        _error("no command given (see the list above)")
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": "no command given", "exit_code": EXIT_USAGE}) + "\n")
         return EXIT_USAGE
     with warnings.catch_warnings():
         # Library warnings (e.g. pymongo's "Unknown option" for a URI) as one line each.
@@ -1159,65 +1525,75 @@ def _show_warning(
     sys.stderr.write(f"{PROG}: warning: {_one_line(Exception(str(message)))}\n")
 
 
+def _note(text: str) -> None:
+    sys.stderr.write(f"{PROG}: {text}\n")
+    sys.stderr.flush()
+
+
 def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
+    json_mode = bool(getattr(args, "json", False))
     try:
-        from mongostore.demo import DEMO_DB
-
         if args.command == "demo":
             # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
             settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+            if settings.uri is None:
+                settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
         else:
             settings = _settings(args)
         progress = not args.no_progress
         if store is not None:
             ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)
             return int(args.func(ctx))
-        if settings.in_memory and args.command != "demo":
-            sys.stderr.write(
-                f"{PROG}: using the embedded in-memory store (mongomock): it starts empty and is lost when this "
-                f"command exits; set --uri or {ENV_URI} for a real server\n"
-            )
-        with _open(settings, args.timeout) as (opened, description):
+        if args.command != "demo":
+            if settings.local:
+                _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
+            elif settings.in_memory:
+                _note(
+                    "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
+                    "command exits; leave out --uri for the local store, or set it to a real server"
+                )
+        if args.command == "put" and args.value == "-":
+            args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
+        whole = args.command not in PER_OPERATION_COMMANDS
+        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description):
             ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:
-        _error(str(exc))
-        return exc.code
+        return _fail(json_mode, str(exc), exc.code)
     except KeyboardInterrupt:
-        _error("interrupted")
-        return EXIT_INTERRUPTED
+        return _fail(json_mode, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (e.g. `mongostore export | head`): stop quietly.
         with contextlib.suppress(Exception):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except ServerUnreachableError as exc:
+        return _fail(json_mode, str(exc), EXIT_FAILURE)
     except ServerSelectionTimeoutError as exc:
         where = redact_uri(settings.uri) if settings and settings.uri else "the server"
-        _error(f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}")
-        return EXIT_FAILURE
+        return _fail(json_mode, f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}", 1)
     except PyMongoConfigurationError as exc:
-        _error(f"bad connection settings: {_one_line(exc)}")
-        return EXIT_USAGE
+        return _fail(json_mode, f"bad connection settings: {_one_line(exc)}", EXIT_USAGE)
     except WriteError as exc:
-        _error(_one_line(exc))
-        return EXIT_FAILURE
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
     except ValueError as exc:
         # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
         # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
         if debug:
             traceback.print_exc()
-        _error(_one_line(exc))
-        return EXIT_USAGE
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE)
     except (MongoStoreError, PyMongoError) as exc:
         if debug:
             traceback.print_exc()
-        _error(_one_line(exc))
-        return EXIT_FAILURE
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
     except Exception as exc:
         if debug:
             traceback.print_exc()
-        _error(f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)")
-        return EXIT_FAILURE
+        return _fail(
+            json_mode,
+            f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
+            EXIT_FAILURE,
+        )

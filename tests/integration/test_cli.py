@@ -80,7 +80,7 @@ def seed(run: Run) -> None:
 
 def test_put_get_rm(run: Run) -> None:
     code, out, _ = run("put", "users.alice.memories", "k1", '{"text": "I like pizza"}')
-    assert (code, out) == (EXIT_OK, "stored users.alice.memories / k1\n")
+    assert (code, out) == (EXIT_OK, "stored users.alice.memories / k1 in the given store\n")
     code, out, _ = run("get", "users.alice.memories", "k1")
     assert code == EXIT_OK
     assert "namespace   users.alice.memories" in out and '"text": "I like pizza"' in out
@@ -95,7 +95,7 @@ def test_put_get_rm(run: Run) -> None:
     }
     code, _, err = run("get", "users.alice.memories", "k1")
     assert code == EXIT_NOT_FOUND
-    assert err == "mongostore: error: no item 'k1' in namespace users.alice.memories\n"
+    assert err == "mongostore: error: no item 'k1' in namespace users.alice.memories in the given store\n"
     code, _, err = run("rm", "users.alice.memories", "k1")
     assert code == EXIT_NOT_FOUND and "--force" in err
     code, out, _ = run("rm", "users.alice.memories", "k1", "--force")
@@ -239,7 +239,7 @@ def test_import_is_idempotent_and_reports_rejections(run: Run, tmp_path: Path) -
     lines.insert(5, '["a list"]')
     lines.append('{"namespace": ["langgraph"], "key": "x", "value": {}}')
     lines.append('{"namespace": "n.0", "key": "bad", "value": {"$inc": 1}}')
-    lines.append('{"namespace": ["n"], "key": "", "value": {}}')
+    lines.append('{"namespace": ["n"], "key": 7, "value": {}}')
     lines.append('{"namespace": ["n"], "key": "t", "value": {}, "ttl": "soon"}')
     lines.append('{"namespace": "n.0", "key": "dotted", "value": {"text": "dotted namespace"}}')
     path = tmp_path / "in.jsonl"
@@ -445,14 +445,14 @@ def test_stats_and_report(run: Run, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- connection and settings
 
 
-def test_embedded_default_is_labelled(capsys: pytest.CaptureFixture[str]) -> None:
+def test_in_memory_store_is_labelled(capsys: pytest.CaptureFixture[str]) -> None:
     r = Run(capsys, None)
-    code, out, err = r("--embed", "hashing", "doctor")
+    code, out, err = r("--embed", "hashing", "--uri", "mongomock://", "doctor")
     assert code == EXIT_OK
     assert "embedded in-memory store (mongomock)" in err and "lost when this command exits" in err
     assert "embedded in-memory store" in out and "temporary" in out
-    code, out, err = r("get", "a", "k", "--embed", "none")
-    assert code == EXIT_NOT_FOUND and "starts empty" in err
+    code, out, err = r("get", "a", "k", "--embed", "none", "--uri", "mongomock://")
+    assert code == EXIT_NOT_FOUND and "starts empty" in err and "leave out --uri for the local store" in err
 
 
 def test_settings_from_env(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -489,7 +489,8 @@ def test_unreachable_server_is_one_line_exit_1(capsys: pytest.CaptureFixture[str
         "--uri", "mongodb://user:s3cret@127.0.0.1:1/", "--timeout", "0.3", "--embed", "hashing", "doctor"
     )
     assert code == EXIT_FAILURE and out == ""
-    assert err.count("\n") == 1 and err.startswith("mongostore: error: cannot reach MongoDB at mongodb://user:***@")
+    assert err.count("\n") == 1
+    assert err.startswith("mongostore: error: cannot connect to MongoDB at 127.0.0.1:1 (connection refused)")
     assert "s3cret" not in err
 
 
@@ -555,8 +556,9 @@ def test_unexpected_errors_are_one_line(run: Run, store: MongoStore, monkeypatch
     monkeypatch.setattr(store, "get", boom)
     code, _, err = run("get", "a", "k")
     assert code == EXIT_FAILURE
-    assert err == (
-        "mongostore: error: unexpected RuntimeError: disk on fire (set MONGOSTORE_DEBUG=1 for the traceback)\n"
+    assert err == (  # every line of the message, on one line: never cut mid-sentence
+        "mongostore: error: unexpected RuntimeError: disk on fire second line "
+        "(set MONGOSTORE_DEBUG=1 for the traceback)\n"
     )
 
 
@@ -586,3 +588,12 @@ def test_progress_suffix() -> None:
     bar = Progress("import", 1000, stream=io.StringIO(), enabled=True)
     bar.update(500, suffix="12 lines")
     assert bar.render().endswith(" 50% 12 lines")
+
+
+def test_the_cli_knows_the_demo_database_without_importing_the_demo() -> None:
+    from mongostore import cli, demo
+
+    assert cli.DEMO_DB == demo.DEMO_DB
+    probe = "import sys, mongostore.cli; mongostore.cli.build_parser(); print('mongostore.demo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

