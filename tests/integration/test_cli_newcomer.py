@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from mongostore import cli
 from mongostore._embedded import LocalCollection, LocalFile
-from mongostore.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
-from mongostore.server import redact_uri
+from mongostore.tools.cli import app as cli
+from mongostore.tools.cli.app import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
+from mongostore.tools.server import redact_uri
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("clean_store_env")
@@ -253,7 +253,7 @@ def test_redaction_hides_every_credential(uri: str, secret: str, run: Run) -> No
 
 
 def test_labels_are_redacted_in_setup_and_doctor(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mongostore.server import StoreSettings
+    from mongostore.tools.server import StoreSettings
 
     uri = "mongodb://user:p@ss/word@127.0.0.1:1/?authMechanismProperties=AWS_SESSION_TOKEN:tok3n"
     label = StoreSettings(uri=uri).label()

@@ -54,9 +54,10 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 from mongostore import __version__
 from mongostore._codec import as_utc, check_value, item_id
 from mongostore._queries import item_indexes, not_expired, prefix_filter, vector_indexes
-from mongostore.embeddings import HashingEmbeddings
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
-from mongostore.server import (
+from mongostore.store import MongoStore
+from mongostore.tools.embeddings import HashingEmbeddings
+from mongostore.tools.server import (
     ENV_DATA_DIR,
     ENV_DB,
     ENV_URI,
@@ -67,7 +68,6 @@ from mongostore.server import (
     redact_uri,
     split_fields,
 )
-from mongostore.store import MongoStore
 
 __all__ = [
     "EXIT_FAILURE",
@@ -1134,7 +1134,7 @@ def _plain(obj: Any) -> Any:
 
 
 def _collect(ctx: Ctx) -> Any:
-    from mongostore.analytics import collect_reports
+    from mongostore.tools.analytics import collect_reports
 
     a = ctx.args
     if a.stale_days <= 0:
@@ -1154,7 +1154,7 @@ def _collect(ctx: Ctx) -> Any:
 
 
 def cmd_stats(ctx: Ctx) -> int:
-    from mongostore.report import render_text
+    from mongostore.tools.report import render_text
 
     reports = _collect(ctx)
     if ctx.json:
@@ -1168,7 +1168,7 @@ def cmd_stats(ctx: Ctx) -> int:
 
 
 def cmd_report(ctx: Ctx) -> int:
-    from mongostore.report import render_html
+    from mongostore.tools.report import render_html
 
     reports = _collect(ctx)
     page = render_html(reports, title=ctx.args.title)
@@ -1188,7 +1188,7 @@ def cmd_report(ctx: Ctx) -> int:
 
 
 def cmd_demo(ctx: Ctx) -> int:
-    from mongostore.demo import render_demo, run_demo
+    from mongostore.tools.demo import render_demo, run_demo
 
     embed = (ctx.store.index_config or {}).get("embed")
     result = run_demo(
