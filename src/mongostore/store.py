@@ -27,6 +27,7 @@ from pymongo.driver_info import DriverInfo
 from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
+from mongostore._scope import scoped_pipeline
 from mongostore.config import (
     IndexSettings,
     TTLSettings,
@@ -36,7 +37,6 @@ from mongostore.config import (
     ttl_settings,
 )
 from mongostore.errors import ConfigurationError
-from mongostore.tools.analytics import scoped_pipeline
 
 logger = logging.getLogger("mongostore")
 
