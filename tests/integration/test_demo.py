@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore.tools.cli.app import EXIT_OK, EXIT_USAGE, main
+from mongostore.tools.cli import EXIT_OK, EXIT_USAGE, main
 from mongostore.tools.demo import (
     CHECK_QUERY,
     THREAD_2,
