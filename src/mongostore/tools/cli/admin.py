@@ -62,6 +62,43 @@ def _status_json(status: Mapping[str, Any]) -> dict[str, Any]:
 
 def cmd_doctor(ctx: Ctx) -> int:
     status = ctx.store.status()
+    problems, info, unvectored = _doctor_findings(ctx, status)
+    local = ctx.settings.local and not ctx.injected
+    data_file = ctx.settings.local_file() if local else None
+    server = str(status["server_version"])
+    if local:
+        server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
+    if ctx.json:
+        ctx.emit(
+            {
+                "ok": not problems,
+                "store": ctx.settings.label() if not ctx.injected else "given store",
+                "data_file": str(data_file) if data_file else None,
+                "embedder": ctx.embedder,
+                "index": _index_summary(ctx.store),
+                **_status_json(status),
+                "server_version": server,
+                "items_without_vectors": unvectored,
+                "problems": problems,
+                "info": info,
+            }
+        )
+        return EXIT_FAILURE if problems else EXIT_OK
+    rows = _doctor_rows(ctx, status, server, data_file)
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        ctx.print(f"{k:<{width}}  {v}")
+    for line in info:
+        ctx.print(f"note: {line}")
+    for line in problems:
+        ctx.print(f"PROBLEM: {line}")
+    if not problems:
+        ctx.print("ok")
+    return EXIT_FAILURE if problems else EXIT_OK
+
+
+def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], list[str], int | None]:
+    """What ``doctor`` found: problems (exit 1), notes, and the count of items without vectors."""
     problems: list[str] = []
     info: list[str] = []
     missing_items = [s.name for s in item_indexes() if s.name not in status["item_indexes"]]
@@ -90,28 +127,12 @@ def cmd_doctor(ctx: Ctx) -> int:
                 f"{missing} item(s) list texts whose vectors are missing (a failed or raced write): semantic "
                 "search returns them unscored until they are put again; `mongostore reindex` repairs them"
             )
+    return problems, info, unvectored
+
+
+def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Path | None) -> list[tuple[str, str]]:
+    """The lines of ``doctor``'s text output, as (name, value)."""
     idx = status.get("vector_search_index") or {}
-    local = ctx.settings.local and not ctx.injected
-    data_file = ctx.settings.local_file() if local else None
-    server = str(status["server_version"])
-    if local:
-        server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
-    if ctx.json:
-        ctx.emit(
-            {
-                "ok": not problems,
-                "store": ctx.settings.label() if not ctx.injected else "given store",
-                "data_file": str(data_file) if data_file else None,
-                "embedder": ctx.embedder,
-                "index": _index_summary(ctx.store),
-                **_status_json(status),
-                "server_version": server,
-                "items_without_vectors": unvectored,
-                "problems": problems,
-                "info": info,
-            }
-        )
-        return EXIT_FAILURE if problems else EXIT_OK
     rows: list[tuple[str, str]] = [
         ("store", ctx.settings.label() if not ctx.injected else "the given store"),
         *([("data file", _file_text(data_file))] if data_file else []),
@@ -132,16 +153,7 @@ def cmd_doctor(ctx: Ctx) -> int:
     if status["vectors"] is not None:
         rows.append(("vectors", f"{status['vectors']:,}"))
     rows.append(("client bulk write", "yes (MongoDB 8.0+: one round trip)" if status["client_bulk_write"] else "no"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        ctx.print(f"{k:<{width}}  {v}")
-    for line in info:
-        ctx.print(f"note: {line}")
-    for line in problems:
-        ctx.print(f"PROBLEM: {line}")
-    if not problems:
-        ctx.print("ok")
-    return EXIT_FAILURE if problems else EXIT_OK
+    return rows
 
 
 def _file_text(path: Path) -> str:
@@ -205,20 +217,8 @@ def cmd_reindex(ctx: Ctx) -> int:
             docs = list(store.collection.find(filt, projection).sort("_id", 1).limit(a.batch_size))
             if not docs:
                 break
-            now = datetime.now(timezone.utc)
             ids = [d["_id"] for d in docs]
-            ops = []
-            restore = []
-            for d in docs:
-                ttl: float | None = None
-                if d.get("expires_at") is not None:
-                    # Keep the item's expiry where it was (the put computes it from now).
-                    ttl = max((as_utc(d["expires_at"]) - now) / timedelta(minutes=1), 1e-6)
-                ops.append(PutOp(tuple(d["namespace"]), d["key"], d["value"], ttl=ttl))
-                fix: dict[str, Any] = {"updated_at": d["updated_at"]}
-                if d.get("ttl_minutes") is not None:
-                    fix["ttl_minutes"] = d["ttl_minutes"]
-                restore.append(UpdateOne({"_id": d["_id"]}, {"$set": fix}))
+            ops, restore = _reindex_ops(docs, datetime.now(timezone.utc))
             # The store re-embeds only texts whose hash changed; drop the old vectors so
             # every text is embedded again with the current model.
             store.vectors_collection.delete_many({"item_id": {"$in": ids}})
@@ -241,6 +241,28 @@ def cmd_reindex(ctx: Ctx) -> int:
             raise
         raise CLIError(f"reindex failed: {_one_line(exc)}", EXIT_FAILURE) from exc
     progress.close()
+    _reindex_report(ctx, prefix, done, batches, last)
+    return EXIT_OK
+
+
+def _reindex_ops(docs: list[dict[str, Any]], now: datetime) -> tuple[list[PutOp], list[UpdateOne]]:
+    """The puts that re-embed ``docs``, and the updates that restore what a put would change."""
+    ops = []
+    restore = []
+    for d in docs:
+        ttl: float | None = None
+        if d.get("expires_at") is not None:
+            # Keep the item's expiry where it was (the put computes it from now).
+            ttl = max((as_utc(d["expires_at"]) - now) / timedelta(minutes=1), 1e-6)
+        ops.append(PutOp(tuple(d["namespace"]), d["key"], d["value"], ttl=ttl))
+        fix: dict[str, Any] = {"updated_at": d["updated_at"]}
+        if d.get("ttl_minutes") is not None:
+            fix["ttl_minutes"] = d["ttl_minutes"]
+        restore.append(UpdateOne({"_id": d["_id"]}, {"$set": fix}))
+    return ops, restore
+
+
+def _reindex_report(ctx: Ctx, prefix: tuple[str, ...], done: int, batches: int, last: str | None) -> None:
     result = {
         "reindexed": done,
         "batches": batches,
@@ -254,4 +276,3 @@ def cmd_reindex(ctx: Ctx) -> int:
         ctx.print(f"reindexed {done:,} item(s) under {format_namespace(prefix)} in {batches} batch(es)")
         if last is not None:
             ctx.print(f"checkpoint: --after {shlex.quote(reindex_token(last))}")
-    return EXIT_OK

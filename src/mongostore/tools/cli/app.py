@@ -129,18 +129,23 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
+def _command_settings(args: argparse.Namespace) -> StoreSettings:
+    """The command's store settings; the demo's default to a throwaway store of its own."""
+    if args.command != "demo":
+        return _settings(args)
+    # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
+    settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+    if settings.uri is None:
+        settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
+    return settings
+
+
 def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
     json_mode = bool(getattr(args, "json", False))
     try:
-        if args.command == "demo":
-            # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
-            settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
-            if settings.uri is None:
-                settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
-        else:
-            settings = _settings(args)
+        settings = _command_settings(args)
         progress = not args.no_progress
         if store is not None:
             ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)

@@ -231,22 +231,7 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         raise _Rejected("bad JSON", _one_line(exc)) from None
     if not isinstance(record, dict):
         raise _Rejected("bad record", f"expected a JSON object, got {type(record).__name__}")
-    ns_raw = record.get("namespace")
-    if isinstance(ns_raw, str):
-        try:
-            namespace = parse_namespace(ns_raw)
-        except CLIError as exc:
-            raise _Rejected("bad namespace", str(exc)) from None
-    elif isinstance(ns_raw, list) and all(isinstance(label, str) for label in ns_raw):
-        namespace = tuple(ns_raw)
-    else:
-        raise _Rejected("bad namespace", f"namespace must be a list of strings, got {ns_raw!r}")
-    for label in namespace:
-        _check_text(label, "a namespace label")
-    try:
-        _validate_namespace(namespace)
-    except InvalidNamespaceError as exc:
-        raise _Rejected("bad namespace", _one_line(exc)) from None
+    namespace = _record_namespace(record)
     key = record.get("key")
     if not isinstance(key, str):
         raise _Rejected("bad key", f"key must be a string, got {key!r}")
@@ -265,14 +250,7 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
             ttl = _check_ttl(ttl, "ttl")
         except CLIError as exc:
             raise _Rejected("bad ttl", str(exc)) from None
-    index = record.get("index")
-    if index is not None and index is not False:
-        if not isinstance(index, list) or not index or not all(isinstance(f, str) for f in index):
-            raise _Rejected("bad index", f"index must be false or a non-empty list of field paths, got {index!r}")
-        try:
-            index = [check_field_path(f, "index: the path") for f in index]
-        except ValueError as exc:
-            raise _Rejected("bad index", str(exc)) from None
+    index = _record_index(record)
     return _Line(
         number,
         namespace,
@@ -283,6 +261,40 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
         _timestamp(record, "updated_at"),
         index,
     )
+
+
+def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """A line's namespace: a list of labels, or a dotted string. Raises ``_Rejected``."""
+    ns_raw = record.get("namespace")
+    if isinstance(ns_raw, str):
+        try:
+            namespace = parse_namespace(ns_raw)
+        except CLIError as exc:
+            raise _Rejected("bad namespace", str(exc)) from None
+    elif isinstance(ns_raw, list) and all(isinstance(label, str) for label in ns_raw):
+        namespace = tuple(ns_raw)
+    else:
+        raise _Rejected("bad namespace", f"namespace must be a list of strings, got {ns_raw!r}")
+    for label in namespace:
+        _check_text(label, "a namespace label")
+    try:
+        _validate_namespace(namespace)
+    except InvalidNamespaceError as exc:
+        raise _Rejected("bad namespace", _one_line(exc)) from None
+    return namespace
+
+
+def _record_index(record: Mapping[str, Any]) -> Literal[False] | list[str] | None:
+    """A line's own embedding choice (``index``): absent, ``false`` or field paths. Raises ``_Rejected``."""
+    index = record.get("index")
+    if index is not None and index is not False:
+        if not isinstance(index, list) or not index or not all(isinstance(f, str) for f in index):
+            raise _Rejected("bad index", f"index must be false or a non-empty list of field paths, got {index!r}")
+        try:
+            index = [check_field_path(f, "index: the path") for f in index]
+        except ValueError as exc:
+            raise _Rejected("bad index", str(exc)) from None
+    return index
 
 
 def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_timestamps: bool) -> None:
@@ -373,21 +385,25 @@ def cmd_import(ctx: Ctx) -> int:
                 f"{_one_line(exc)}. Rerun the same command: import is idempotent (upserts by namespace and key)",
                 EXIT_FAILURE,
             ) from exc
-    result = summary.as_dict()
-    if ctx.json:
-        ctx.emit(result)
-    else:
-        ctx.print(
-            f"import: {summary.lines:,} line(s) read, {summary.written:,} item(s) written, "
-            f"{len(summary.rejected):,} rejected"
-        )
-        for r in summary.rejected[:20]:
-            ctx.print(f"  line {r['line']}: {r['reason']}: {r['error']}")
-        if len(summary.rejected) > 20:
-            ctx.print(f"  ... and {len(summary.rejected) - 20} more (--json lists them all)")
-        if summary.rejected:
-            ctx.print("rejected by reason: " + ", ".join(f"{k} {v}" for k, v in result["by_reason"].items()))
+    _print_import_summary(ctx, summary)
     if summary.rejected:
         ctx.warn(f"{len(summary.rejected)} line(s) rejected; every other line was written")
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _print_import_summary(ctx: Ctx, summary: ImportSummary) -> None:
+    result = summary.as_dict()
+    if ctx.json:
+        ctx.emit(result)
+        return
+    ctx.print(
+        f"import: {summary.lines:,} line(s) read, {summary.written:,} item(s) written, "
+        f"{len(summary.rejected):,} rejected"
+    )
+    for r in summary.rejected[:20]:
+        ctx.print(f"  line {r['line']}: {r['reason']}: {r['error']}")
+    if len(summary.rejected) > 20:
+        ctx.print(f"  ... and {len(summary.rejected) - 20} more (--json lists them all)")
+    if summary.rejected:
+        ctx.print("rejected by reason: " + ", ".join(f"{k} {v}" for k, v in result["by_reason"].items()))
