@@ -53,7 +53,7 @@ from mongostore.tools.cli.output import (
     dumps,
 )
 from mongostore.tools.cli.parser import DEMO_DB, _UsageError, build_parser
-from mongostore.tools.server import (
+from mongostore.tools.settings import (
     ENV_URI,
     ServerUnreachableError,
     StoreSettings,

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.server import (
+from mongostore.tools.settings import (
     ENV_DB,
     StoreSettings,
     probe_server,
@@ -149,7 +149,7 @@ def _empty_hint(ctx: Ctx) -> str:
 
 
 def _default_dir_text() -> str:
-    from mongostore._embedded import default_data_dir
+    from mongostore.local import default_data_dir
 
     home = str(Path.home())
     text = str(default_data_dir({}))

@@ -25,7 +25,7 @@ from mongostore.tools.cli.output import (
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.server import (
+from mongostore.tools.settings import (
     split_fields,
 )
 

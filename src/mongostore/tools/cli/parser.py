@@ -14,7 +14,7 @@ from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_sea
 from mongostore.tools.cli.output import PROG
 from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
 from mongostore.tools.cli.transfer import cmd_export, cmd_import
-from mongostore.tools.server import (
+from mongostore.tools.settings import (
     ENV_DATA_DIR,
     ENV_URI,
 )

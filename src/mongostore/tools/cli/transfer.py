@@ -36,7 +36,7 @@ from mongostore.tools.cli.output import (
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.server import (
+from mongostore.tools.settings import (
     check_field_path,
 )
 
