@@ -352,7 +352,7 @@ def clean_store_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
     The local store (the CLI's default) goes to a fresh directory, returned; never the user's.
     """
-    from mongostore import server
+    from mongostore.tools import server
 
     for name in (server.ENV_URI, server.ENV_DB, server.ENV_COLLECTION, server.ENV_EMBED, server.ENV_DIMS,
                  server.ENV_FIELDS, server.ENV_TIMEOUT, "MONGOSTORE_DEBUG"):

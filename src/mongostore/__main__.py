@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mongostore.cli import main
+from mongostore.tools.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,15 +1,11 @@
-"""The memory graph of ``mongostore demo``, compiled for LangGraph's Agent Server.
-
-``examples/langgraph.json`` names it as a module (``mongostore.agent_graph:graph``), not
-a file, so ``langgraph dev --config examples/langgraph.json`` works from any directory
-(file paths in ``langgraph.json`` are resolved against the current directory). The
-server supplies the checkpointer and the store, so the graph is compiled without them.
-"""
+"""The demo graph for the Agent Server, kept at this path for compatibility: see ``mongostore.tools.agent_graph``."""
 
 from __future__ import annotations
 
-from mongostore.demo import build_graph
+from mongostore.tools.agent_graph import (
+    graph,
+)
 
-__all__ = ["graph"]
-
-graph = build_graph().compile(name="memory")
+__all__ = [
+    "graph",
+]

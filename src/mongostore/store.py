@@ -27,7 +27,7 @@ from pymongo.driver_info import DriverInfo
 from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
-from mongostore.analytics import scoped_pipeline
+from mongostore._scope import scoped_pipeline
 from mongostore.config import (
     IndexSettings,
     TTLSettings,

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore.embeddings import HashingEmbeddings
-from mongostore.server import ServerUnreachableError, make_store
+from mongostore.tools.embeddings import HashingEmbeddings
+from mongostore.tools.server import ServerUnreachableError, make_store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -23,7 +23,7 @@ from pymongo.operations import SearchIndexModel
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
 from mongostore._queries import vector_index_definition
 from mongostore.config import DEFAULT_INDEX_NAME
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 Make = Callable[..., Awaitable[StoreAPI]]
 
@@ -374,8 +374,8 @@ async def test_dotted_filter_fields_are_refused(kind: str) -> None:
 
 
 def test_atlas_local_uris_in_docstrings_say_direct_connection() -> None:
-    import mongostore.cli
+    import mongostore.tools.cli.app
 
-    for doc in (MongoStore.__doc__, AsyncMongoStore.__doc__, mongostore.cli.__doc__):
+    for doc in (MongoStore.__doc__, AsyncMongoStore.__doc__, mongostore.tools.cli.app.__doc__):
         assert doc is not None and "localhost:27017" in doc
         assert "localhost:27017/?directConnection=true" in doc

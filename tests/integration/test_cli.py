@@ -21,9 +21,9 @@ import pytest
 from pymongo.errors import AutoReconnect
 
 from mongostore import MongoStore
-from mongostore.cli import EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Progress, main, parse_namespace
-from mongostore.embeddings import HashingEmbeddings
-from mongostore.server import StoreSettings, redact_uri, resolve_embeddings
+from mongostore.tools.cli import EXIT_FAILURE, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, Progress, main, parse_namespace
+from mongostore.tools.embeddings import HashingEmbeddings
+from mongostore.tools.server import StoreSettings, redact_uri, resolve_embeddings
 
 
 def make(embeddings: HashingEmbeddings | None = None, collection: Any = None) -> MongoStore:
@@ -572,10 +572,10 @@ def test_expired_items_are_not_exported(run: Run, store: MongoStore) -> None:
 
 
 def test_reindex_logs_checkpoints_without_a_bar(run: Run, store: MongoStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mongostore import cli
+    from mongostore.tools.cli import admin
 
     seed(run)
-    monkeypatch.setattr(cli, "CHECKPOINT_EVERY", 0.0)
+    monkeypatch.setattr(admin, "CHECKPOINT_EVERY", 0.0)
     code, out, err = run("reindex", "--batch-size", "2")
     assert code == EXIT_OK and "reindexed 4 item(s)" in out
     lines = [line for line in err.splitlines() if "checkpoint --after" in line]
@@ -591,9 +591,13 @@ def test_progress_suffix() -> None:
 
 
 def test_the_cli_knows_the_demo_database_without_importing_the_demo() -> None:
-    from mongostore import cli, demo
+    from mongostore.tools import demo
+    from mongostore.tools.cli import parser
 
-    assert cli.DEMO_DB == demo.DEMO_DB
-    probe = "import sys, mongostore.cli; mongostore.cli.build_parser(); print('mongostore.demo' in sys.modules)"
+    assert parser.DEMO_DB == demo.DEMO_DB
+    probe = (
+        "import sys, mongostore.tools.cli; mongostore.tools.cli.build_parser(); "
+        "print('mongostore.tools.demo' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -19,10 +19,19 @@ from typing import Any
 
 import pytest
 
-from mongostore import cli
 from mongostore._embedded import LocalCollection, LocalFile
-from mongostore.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
-from mongostore.server import redact_uri
+from mongostore.tools import cli
+from mongostore.tools.cli import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    main,
+    output,
+    transfer,
+)
+from mongostore.tools.server import redact_uri
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("clean_store_env")
@@ -152,9 +161,9 @@ def test_an_unresolvable_srv_host_is_a_failure_not_bad_input(run: Run) -> None:
 def test_error_lines_keep_whole_sentences() -> None:
     three = RuntimeError("Could not load embeddings.\nInstall LangChain with: pip install x.\nOr pass a function.")
     whole = "Could not load embeddings. Install LangChain with: pip install x. Or pass a function."
-    assert cli._one_line(three) == whole
+    assert output._one_line(three) == whole
     long = RuntimeError("First sentence. " * 60)
-    cut = cli._one_line(long)
+    cut = output._one_line(long)
     assert len(cut) <= 600 and cut.endswith("sentence.")
 
 
@@ -215,7 +224,7 @@ def test_an_interrupted_import_keeps_what_it_wrote(
 ) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text("".join(f'{{"namespace": ["n"], "key": "k{i}", "value": {{}}}}\n' for i in range(10)))
-    real = cli._write_batch
+    real = transfer._write_batch
     calls: list[int] = []
 
     def interrupted(ctx: Any, batch: Any, summary: Any, keep: bool) -> None:
@@ -224,7 +233,7 @@ def test_an_interrupted_import_keeps_what_it_wrote(
             raise KeyboardInterrupt
         real(ctx, batch, summary, keep)
 
-    monkeypatch.setattr(cli, "_write_batch", interrupted)
+    monkeypatch.setattr(transfer, "_write_batch", interrupted)
     code, _, err = run("import", str(path), "--batch-size", "4")
     assert code == EXIT_INTERRUPTED
     assert "import interrupted at line 8: 4 item(s) written" in err and "rerun the same command" in err
@@ -253,7 +262,7 @@ def test_redaction_hides_every_credential(uri: str, secret: str, run: Run) -> No
 
 
 def test_labels_are_redacted_in_setup_and_doctor(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mongostore.server import StoreSettings
+    from mongostore.tools.server import StoreSettings
 
     uri = "mongodb://user:p@ss/word@127.0.0.1:1/?authMechanismProperties=AWS_SESSION_TOKEN:tok3n"
     label = StoreSettings(uri=uri).label()

@@ -12,8 +12,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore.cli import EXIT_OK, EXIT_USAGE, main
-from mongostore.demo import (
+from mongostore.tools.cli import EXIT_OK, EXIT_USAGE, main
+from mongostore.tools.demo import (
     CHECK_QUERY,
     THREAD_2,
     Context,
@@ -23,7 +23,7 @@ from mongostore.demo import (
     extract_questions,
     memory_key,
 )
-from mongostore.embeddings import HashingEmbeddings, MiniLMEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings, MiniLMEmbeddings
 
 REAL_URI = os.environ.get("MONGODB_URI")  # read before the autouse fixture clears it
 MINILM = pytest.mark.skipif(not MiniLMEmbeddings.available(), reason="the minilm extra is not installed")

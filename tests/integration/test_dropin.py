@@ -21,7 +21,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp,
 from langgraph.store.memory import InMemoryStore
 
 from mongostore import AsyncMongoStore, ConfigurationError, InvalidFilterError, InvalidValueError, MongoStore
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 # --------------------------------------------------------------------------- 1. ops straight to batch
 

@@ -23,7 +23,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp,
 from pymongo.errors import AutoReconnect, BulkWriteError
 
 from mongostore import AsyncMongoStore, InvalidValueError, MongoStore, WriteError
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 CALLS = frozenset({"find", "aggregate", "bulk_write", "count_documents"})
 FAULTS = ["network", "write-concern", "reject-first"]

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from mongostore._mongomock import in_memory_collection
-from mongostore.analytics import scoped_pipeline
-from mongostore.report import CREATED, STALE, build_report
+from mongostore.tools.analytics import scoped_pipeline
+from mongostore.tools.report import CREATED, STALE, build_report
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[2]

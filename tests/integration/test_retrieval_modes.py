@@ -20,7 +20,7 @@ from langgraph.store.base import PutOp
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
 from mongostore import _retrieval as r
 from mongostore._mongomock import in_memory_collection
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 DIMS = 64
 MEMORIES = {

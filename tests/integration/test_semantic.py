@@ -16,7 +16,7 @@ import pytest
 from conftest import MakeStore, StoreAPI, text_index
 from langgraph.store.base import PutOp, SearchOp
 
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 MEMORIES = {
     "pizza": "I like pizza with extra cheese",

@@ -16,7 +16,7 @@ from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, MongoStore, VectorIndexError
 from mongostore._mongomock import in_memory_collection
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 
 def emb() -> HashingEmbeddings:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mongostore.embeddings import MiniLMEmbeddings
+from mongostore.tools.embeddings import MiniLMEmbeddings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -14,7 +14,8 @@ import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore._mongomock import in_memory_collection
-from mongostore.analytics import (
+from mongostore.errors import PipelineError
+from mongostore.tools.analytics import (
     FORBIDDEN_STAGES,
     BreakdownRow,
     GrowthPoint,
@@ -38,8 +39,7 @@ from mongostore.analytics import (
     value_breakdown,
     value_breakdown_pipeline,
 )
-from mongostore.errors import PipelineError
-from mongostore.report import render_html, render_text
+from mongostore.tools.report import render_html, render_text
 
 UTC = timezone.utc
 NOW = datetime(2024, 6, 15, 12, 0, tzinfo=UTC)

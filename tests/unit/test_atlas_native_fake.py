@@ -182,7 +182,7 @@ def test_lexical_scores_match_terms_and_rank_by_bm25() -> None:
 
 
 def test_hybrid_config_errors_name_the_key() -> None:
-    from mongostore.embeddings import HashingEmbeddings
+    from mongostore.tools.embeddings import HashingEmbeddings
 
     base = {"dims": 8, "embed": HashingEmbeddings(8)}
     for bad, message in [

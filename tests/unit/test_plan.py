@@ -352,7 +352,7 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
     among the gets and the stored-hash read), one embedding of new texts, one write."""
     from mongostore._steps import Capabilities, Embed, Probe
     from mongostore.config import index_settings
-    from mongostore.embeddings import HashingEmbeddings
+    from mongostore.tools.embeddings import HashingEmbeddings
 
     index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
     context = PlanContext("memories", index, None, NOW, clock=lambda: NOW)

@@ -1,0 +1,203 @@
+"""The ``mongostore`` command (also ``python -m mongostore``).
+
+Run ``mongostore --help`` or see ``docs/cli.md``. In short::
+
+    mongostore demo                                  # the memory demo, no server needed
+    mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup # indexes (+ the Atlas vector index)
+    mongostore doctor                                # server, search path, indexes, counts
+    mongostore put users.alice.memories k1 '{"text": "I like pizza"}'
+    mongostore search users.alice --query "what food?" --filter '{"kind": "preference"}'
+    mongostore export users > memories.jsonl && mongostore import memories.jsonl
+
+Namespaces are written with dots: ``users.alice.memories`` is
+``("users", "alice", "memories")`` (LangGraph labels cannot contain ``.``, so this
+is unambiguous); ``""`` is the root. The connection comes from ``--uri`` or
+``MONGODB_URI``; without one the command runs on the local store, a file per
+database under ``--data-dir`` / ``MONGOSTORE_DATA_DIR`` (default
+``~/.local/share/mongostore``), kept between commands and locked while one runs
+(it says where on stderr). ``--uri mongomock://`` is an in-memory store instead.
+
+Exit status: 0 success, 1 server or connection failure (or ``doctor`` found a
+problem), 2 bad input (usage, JSON, namespace, value, filter), 3 not found
+(``get``, ``rm``), 130 interrupted. Errors are one line on stderr, never a traceback
+(set ``MONGOSTORE_DEBUG=1`` to see one); with ``--json`` they are also one JSON
+document on stdout, ``{"ok": false, "error": ..., "exit_code": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
+
+from mongostore.errors import MongoStoreError, WriteError
+from mongostore.store import MongoStore
+from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _describe_injected, _open, _settings
+from mongostore.tools.cli.output import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    CLIError,
+    _one_line,
+    dumps,
+)
+from mongostore.tools.cli.parser import DEMO_DB, _UsageError, build_parser
+from mongostore.tools.settings import (
+    ENV_URI,
+    ServerUnreachableError,
+    StoreSettings,
+    redact_uri,
+)
+
+__all__ = ["main"]
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
+
+
+def _fail(json_mode: bool, message: str, code: int) -> int:
+    """An error: one line on stderr and, with --json, one JSON document on stdout."""
+    _error(message)
+    if json_mode:
+        with contextlib.suppress(Exception):
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": code}) + "\n")
+            sys.stdout.flush()
+    return code
+
+
+def _dash_hint(argv: Sequence[str], message: str) -> str:
+    """A hint when a positional that starts with ``-`` was taken for an option."""
+    if "unrecognized arguments" not in message and "the following arguments are required" not in message:
+        return ""
+    dashed = [a for a in argv if a.startswith("-") and not a.startswith("--") and len(a) > 1 and a not in ("-f",)]
+    if not dashed or "--" in argv:
+        return ""
+    return f"; a key or value starting with - goes after --, e.g. {PROG} put users.alice -- {dashed[0]} '{{...}}'"
+
+
+def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) -> int:
+    """Run the CLI; returns the exit status (the console script exits with it).
+
+    ``store`` runs every command against that store instead of opening one from
+    ``--uri`` / ``MONGODB_URI`` (for tests and for embedding the CLI).
+    """
+    parser = build_parser()
+    arglist = list(argv) if argv is not None else sys.argv[1:]
+    json_mode = "--json" in arglist[: arglist.index("--")] if "--" in arglist else "--json" in arglist
+    try:
+        args = parser.parse_args(arglist)
+    except _UsageError as exc:
+        message = exc.message + _dash_hint(arglist, exc.message)
+        sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": EXIT_USAGE}) + "\n")
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        _error("no command given (see the list above)")
+        if json_mode:
+            sys.stdout.write(dumps({"ok": False, "error": "no command given", "exit_code": EXIT_USAGE}) + "\n")
+        return EXIT_USAGE
+    with warnings.catch_warnings():
+        # Library warnings (e.g. pymongo's "Unknown option" for a URI) as one line each.
+        warnings.showwarning = _show_warning
+        return _run(args, store)
+
+
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    sys.stderr.write(f"{PROG}: warning: {_one_line(Exception(str(message)))}\n")
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(f"{PROG}: {text}\n")
+    sys.stderr.flush()
+
+
+def _command_settings(args: argparse.Namespace) -> StoreSettings:
+    """The command's store settings; the demo's default to a throwaway store of its own."""
+    if args.command != "demo":
+        return _settings(args)
+    # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
+    settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+    if settings.uri is None:
+        settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
+    return settings
+
+
+def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
+    debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
+    settings: StoreSettings | None = None
+    json_mode = bool(getattr(args, "json", False))
+    try:
+        settings = _command_settings(args)
+        progress = not args.no_progress
+        if store is not None:
+            ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)
+            return int(args.func(ctx))
+        if args.command != "demo":
+            if settings.local:
+                _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
+            elif settings.in_memory:
+                _note(
+                    "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
+                    "command exits; leave out --uri for the local store, or set it to a real server"
+                )
+        if args.command == "put" and args.value == "-":
+            args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
+        whole = args.command not in PER_OPERATION_COMMANDS
+        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description):
+            ctx = Ctx(args, opened, settings, description, args.json, progress)
+            return int(args.func(ctx))
+    except CLIError as exc:
+        return _fail(json_mode, str(exc), exc.code)
+    except KeyboardInterrupt:
+        return _fail(json_mode, "interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (e.g. `mongostore export | head`): stop quietly.
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except ServerUnreachableError as exc:
+        return _fail(json_mode, str(exc), EXIT_FAILURE)
+    except ServerSelectionTimeoutError as exc:
+        where = redact_uri(settings.uri) if settings and settings.uri else "the server"
+        return _fail(json_mode, f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}", 1)
+    except PyMongoConfigurationError as exc:
+        return _fail(json_mode, f"bad connection settings: {_one_line(exc)}", EXIT_USAGE)
+    except WriteError as exc:
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
+    except ValueError as exc:
+        # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
+        # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
+        if debug:
+            traceback.print_exc()
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE)
+    except (MongoStoreError, PyMongoError) as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(
+            json_mode,
+            f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
+            EXIT_FAILURE,
+        )

@@ -1,0 +1,156 @@
+"""From the connection options to a store: the settings, opening it (local, in-memory or a server), and
+the context every command gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from mongostore.store import MongoStore
+from mongostore.tools.cli.output import PROG, CLIError, dumps
+from mongostore.tools.settings import (
+    ENV_DB,
+    StoreSettings,
+    probe_server,
+    split_fields,
+)
+
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass
+class Ctx:
+    """What every command gets: the store, the settings and the output mode."""
+
+    args: argparse.Namespace
+    store: MongoStore
+    settings: StoreSettings
+    embedder: str
+    json: bool
+    progress: bool
+    injected: bool = False
+
+    @property
+    def where(self) -> str:
+        """Where the data is, in a few words (named in result lines)."""
+        return "the given store" if self.injected else self.settings.where()
+
+    @property
+    def out(self) -> TextIO:
+        return sys.stdout
+
+    @property
+    def err(self) -> TextIO:
+        return sys.stderr
+
+    def print(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def emit(self, obj: Any) -> None:
+        self.out.write(dumps(obj) + "\n")
+
+    def warn(self, text: str) -> None:
+        self.err.write(f"{PROG}: {text}\n")
+
+
+def _settings(
+    args: argparse.Namespace, *, db_default: str | None = None, fields_default: tuple[str, ...] | None = None
+) -> StoreSettings:
+    fields = split_fields(args.fields, "--fields") if args.fields is not None else None
+    uri = args.uri
+    if uri is not None and not uri.strip():
+        raise CLIError("--uri is empty: give a mongodb:// URI, or leave it out for the local store")
+    settings = StoreSettings.from_env(
+        uri=uri.strip() if uri else None,
+        db=args.db or None,
+        collection=args.collection or None,
+        embed=args.embed,
+        dims=args.dims,
+        fields=fields,
+        data_dir=args.data_dir or None,
+    )
+    if db_default is not None and not args.db and not os.environ.get(ENV_DB):
+        settings = replace(settings, db=db_default)
+    if fields_default is not None and settings.fields is None:
+        settings = replace(settings, fields=fields_default)
+    return settings
+
+#: Commands that lock the local store per operation, as a server isolates each one, instead
+#: of for the whole command: ``export`` / ``import`` stream through pipes, so
+#: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader
+#: waiting for it while the writer waits for the reader); ``demo`` runs LangGraph nodes on
+#: worker threads, which would wait for the main thread's lock forever.
+PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
+
+
+@contextmanager
+def _open(
+    settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
+) -> Iterator[tuple[MongoStore, str]]:
+    index, description = settings.index()
+    if settings.in_memory:
+        with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
+            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+            yield store, description
+        return
+    if settings.local:
+        with MongoStore.local(
+            settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
+        ) as store:
+            engine = store.engine  # type: ignore[attr-defined]
+            engine.on_wait = warn
+            # The whole command is one transaction: other commands wait, nothing is lost.
+            with engine.transaction() if whole_command else contextlib.nullcontext():
+                with engine.transaction():
+                    names = store.collection.database.list_collection_names()
+                    wanted = [store.collection.name]
+                    if store.vectors_collection is not None:
+                        wanted.append(store.vectors_collection.name)
+                    if any(name not in names for name in wanted):
+                        store.setup()  # a new store (or a first index): indexes, as on a set-up server
+                yield store, description
+        return
+    assert settings.uri is not None
+    note = probe_server(settings.uri, timeout)
+    if note:
+        warn(note)
+    ms = int(timeout * 1000)
+    with MongoStore.from_conn_string(
+        settings.uri,
+        db_name=settings.db,
+        collection_name=settings.collection,
+        index=index,
+        serverSelectionTimeoutMS=ms,
+        connectTimeoutMS=ms,
+    ) as store:
+        yield store, description
+
+
+def _describe_injected(store: MongoStore) -> str:
+    index = store.index_config
+    if not index:
+        return "none: semantic search is off"
+    embed = index.get("embed")
+    return f"{embed!r} ({index.get('dims')} dims)"
+
+
+def _empty_hint(ctx: Ctx) -> str:
+    if ctx.settings.in_memory and not ctx.injected:
+        return " (the in-memory store starts empty in every command: leave out --uri for the local store)"
+    return ""
+
+
+def _default_dir_text() -> str:
+    from mongostore.local import default_data_dir
+
+    home = str(Path.home())
+    text = str(default_data_dir({}))
+    return "~" + text[len(home) :] if text.startswith(home) else text

@@ -1,0 +1,170 @@
+"""The item commands: ``put``, ``get``, ``rm``, ``search``, ``ls``."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from langgraph.store.base import NOT_PROVIDED
+
+from mongostore.tools.cli.connect import Ctx, _empty_hint
+from mongostore.tools.cli.output import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    CLIError,
+    _iso,
+    _item_json,
+    _NotFinite,
+    _one_line,
+    _when,
+    dumps,
+    format_namespace,
+    format_table,
+    loads_json,
+    parse_namespace,
+)
+from mongostore.tools.settings import (
+    split_fields,
+)
+
+
+def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
+    if text == "-":
+        text = stdin_text if stdin_text is not None else sys.stdin.read()
+    try:
+        return loads_json(text)
+    except _NotFinite as exc:
+        raise CLIError(f"{what} holds {exc}") from None
+    except ValueError as exc:
+        raise CLIError(f"{what} is not valid JSON: {_one_line(exc)}") from None
+
+
+def cmd_put(ctx: Ctx) -> int:
+    a = ctx.args
+    namespace = parse_namespace(a.namespace)
+    value = _read_json_arg(a.value, "the value", getattr(a, "stdin_value", None))
+    if not isinstance(value, dict):
+        raise CLIError(f'the value must be a JSON object, got {type(value).__name__}: e.g. \'{{"text": "hi"}}\'')
+    index: Any = None
+    if a.no_index:
+        index = False
+    elif a.index is not None:
+        index = list(split_fields(a.index, "--index"))
+    ttl = NOT_PROVIDED if a.ttl is None else a.ttl
+    if a.ttl is not None:
+        _check_ttl(a.ttl, "--ttl")
+    ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
+    if ctx.json:
+        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
+    else:
+        extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
+        ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
+    return EXIT_OK
+
+#: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
+MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
+
+
+def _check_ttl(ttl: Any, what: str) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+        raise CLIError(f"{what} must be a positive number of minutes, got {ttl!r}")
+    if ttl > MAX_TTL_MINUTES:
+        raise CLIError(f"{what} of {ttl:g} minutes is past year 9999: leave the TTL out for an item that never expires")
+    return float(ttl)
+
+
+def cmd_get(ctx: Ctx) -> int:
+    namespace = parse_namespace(ctx.args.namespace)
+    item = ctx.store.get(namespace, ctx.args.key)
+    if item is None:
+        raise CLIError(
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}{_empty_hint(ctx)}",
+            EXIT_NOT_FOUND,
+        )
+    if ctx.json:
+        ctx.emit(_item_json(item))
+        return EXIT_OK
+    ctx.print(f"namespace   {format_namespace(item.namespace)}")
+    ctx.print(f"key         {item.key}")
+    ctx.print(f"created_at  {_iso(item.created_at)}")
+    ctx.print(f"updated_at  {_iso(item.updated_at)}")
+    ctx.print("value")
+    ctx.print(dumps(item.value, indent=2))
+    return EXIT_OK
+
+
+def cmd_rm(ctx: Ctx) -> int:
+    namespace = parse_namespace(ctx.args.namespace)
+    existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
+    if not existed and not ctx.args.force:
+        raise CLIError(
+            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}"
+            f"{_empty_hint(ctx)} (--force ignores this)",
+            EXIT_NOT_FOUND,
+        )
+    ctx.store.delete(namespace, ctx.args.key)
+    if ctx.json:
+        ctx.emit({"ok": True, "namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
+    else:
+        done = "deleted" if existed else "nothing to delete at"
+        ctx.print(f"{done} {format_namespace(namespace)} / {ctx.args.key} in {ctx.where}")
+    return EXIT_OK
+
+
+def cmd_search(ctx: Ctx) -> int:
+    a = ctx.args
+    prefix = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
+    filt: dict[str, Any] | None = None
+    if a.filter:
+        try:
+            parsed = json.loads(a.filter)
+        except ValueError as exc:
+            raise CLIError(f"--filter is not valid JSON: {_one_line(exc)}") from None
+        if not isinstance(parsed, dict):
+            raise CLIError('--filter must be a JSON object, e.g. \'{"kind": "preference"}\'')
+        filt = parsed
+    if a.query and ctx.store.index_config is None:
+        ctx.warn("no index configured (--embed none): --query is ignored, results are newest first")
+    items = ctx.store.search(prefix, query=a.query or None, filter=filt, limit=a.limit, offset=a.offset)
+    if ctx.json:
+        ctx.emit([_item_json(i) for i in items])
+        return EXIT_OK
+    if not items:
+        matching = " matching the filter" if filt else ""
+        ctx.warn(f"no items under {format_namespace(prefix)}{matching} in {ctx.where}{_empty_hint(ctx)}")
+        return EXIT_OK
+    headers = ["namespace", "key", "score", "updated", "value"] if a.query else ["namespace", "key", "updated", "value"]
+    rows = []
+    for i in items:
+        row = [format_namespace(i.namespace), i.key]
+        if a.query:
+            row.append("-" if i.score is None else f"{i.score:.3f}")
+        row += [_when(i.updated_at), dumps(i.value)]
+        rows.append(row)
+    ctx.print(format_table(headers, rows))
+    if len(items) == a.limit:
+        ctx.warn(f"showing {len(items)} items from offset {a.offset}; more may follow (--offset {a.offset + a.limit})")
+    return EXIT_OK
+
+
+def cmd_ls(ctx: Ctx) -> int:
+    a = ctx.args
+    prefix = parse_namespace(a.prefix, what="--prefix", allow_empty=True) if a.prefix else None
+    suffix = parse_namespace(a.suffix, what="--suffix", allow_empty=True) if a.suffix else None
+    if a.max_depth is not None and a.max_depth < 1:
+        raise CLIError(f"--max-depth must be at least 1, got {a.max_depth}")
+    found = ctx.store.list_namespaces(
+        prefix=prefix or None, suffix=suffix or None, max_depth=a.max_depth, limit=a.limit, offset=a.offset
+    )
+    if ctx.json:
+        ctx.emit([list(ns) for ns in found])
+        return EXIT_OK
+    for ns in found:
+        ctx.print(format_namespace(ns))
+    if not found:
+        ctx.warn(f"no namespaces found in {ctx.where}{_empty_hint(ctx)}")
+    elif len(found) == a.limit:
+        ctx.warn(f"showing {len(found)} namespaces; more may follow (--offset {a.offset + a.limit})")
+    return EXIT_OK

@@ -1,0 +1,258 @@
+"""The argument parser: the common options, every command's arguments, argparse value types."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mongostore import __version__
+from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
+from mongostore.tools.cli.connect import DEFAULT_TIMEOUT, Ctx, _default_dir_text
+from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_search
+from mongostore.tools.cli.output import PROG
+from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
+from mongostore.tools.cli.transfer import cmd_export, cmd_import
+from mongostore.tools.settings import (
+    ENV_DATA_DIR,
+    ENV_URI,
+)
+
+
+def _at_least_one(text: str) -> int:
+    value = _positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+#: The connection and output options every command takes (listed once, in ``mongostore --help``).
+COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --timeout --json --no-progress"
+
+
+def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
+    """Connection and output options; accepted before or after the command name.
+
+    Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
+    """
+
+    def d(value: Any) -> Any:
+        return argparse.SUPPRESS if sub else value
+
+    def h(text: str) -> str:
+        return argparse.SUPPRESS if sub else text
+
+    g = parser.add_argument_group("connection (also after the command)") if not sub else parser
+    g.add_argument(
+        "--uri",
+        default=d(None),
+        help=h(f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"),
+    )
+    g.add_argument(
+        "--data-dir",
+        default=d(None),
+        metavar="DIR",
+        help=h(f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"),
+    )
+    g.add_argument("--db", default=d(None), help=h("database (default: $MONGOSTORE_DB or mongostore)"))
+    g.add_argument(
+        "--collection", default=d(None), help=h("items collection (default: $MONGOSTORE_COLLECTION or memories)")
+    )
+    g.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=d(DEFAULT_TIMEOUT),
+        help=h("seconds to wait for the server (default 10)"),
+    )
+    e = parser.add_argument_group("embedding (also after the command)") if not sub else parser
+    e.add_argument(
+        "--embed",
+        default=d(None),
+        help=h(
+            "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
+            "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
+        ),
+    )
+    e.add_argument(
+        "--dims", type=_positive_int, default=d(None), help=h("vector size (default: $MONGOSTORE_DIMS or the model's)")
+    )
+    e.add_argument(
+        "--fields",
+        default=d(None),
+        help=h("comma-separated value paths to embed, e.g. text,tags[*] (default: $MONGOSTORE_FIELDS or $)"),
+    )
+    o = parser.add_argument_group("output (also after the command)") if not sub else parser
+    o.add_argument(
+        "--json", action="store_true", default=d(False), help=h("one JSON document on stdout, errors included")
+    )
+    o.add_argument("--no-progress", action="store_true", default=d(False), help=h("never draw a progress bar"))
+
+
+class _UsageError(Exception):
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
+        raise _UsageError(self.prog, message)
+
+#: ``mongostore.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: the demo (and LangGraph's graph machinery): seconds off every command's start.
+DEMO_DB = "mongostore_demo"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
+        epilog="Namespaces are dotted: users.alice.memories = ('users', 'alice', 'memories'). "
+        "Without --uri / MONGODB_URI every command runs on the local store, a file under --data-dir that is "
+        "kept between commands (`mongostore doctor` says where).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _common(parser, sub=False)
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def sub(name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = "") -> argparse.ArgumentParser:
+        p = subs.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=(epilog + " " if epilog else "")
+            + f"Also takes the connection, embedding and output options ({COMMON_OPTIONS}): see `{PROG} --help`.",
+        )
+        _common(p, sub=True)
+        p.set_defaults(func=fn)
+        return p
+
+    p = sub(
+        "demo",
+        "run the LangGraph memory demo (two threads, one user, semantic recall)",
+        cmd_demo,
+        "Without --uri it runs on a temporary in-memory store; with one, in database "
+        f"{DEMO_DB!r} unless --db or $MONGOSTORE_DB says otherwise.",
+    )
+    p.add_argument("--user", default="alice", help="the user id whose memories the demo writes (default alice)")
+
+    sub("setup", "create the indexes (and the Atlas vector index); safe to run on every deploy", cmd_setup)
+    sub("doctor", "server version, vector search and search path, index status, item and vector counts", cmd_doctor)
+
+    _add_item_commands(sub)
+    _add_transfer_commands(sub)
+    _add_analytics_commands(sub)
+    return parser
+
+
+class _AddCommand(Protocol):
+    """``build_parser``'s ``sub``: adds one command's parser (with the common options) and returns it."""
+
+    def __call__(
+        self, name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = ""
+    ) -> argparse.ArgumentParser: ...
+
+
+def _add_item_commands(sub: _AddCommand) -> None:
+    """``put``, ``get``, ``rm``, ``search``, ``ls``."""
+    key_help = "the item's key within the namespace (a key starting with - goes after --)"
+    p = sub(
+        "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
+    )
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
+    p.add_argument("value", help="a JSON object, or - to read it from stdin")
+    p.add_argument("--ttl", type=float, help="expire after this many minutes")
+    grp = p.add_mutually_exclusive_group()
+    grp.add_argument("--no-index", action="store_true", help="do not embed this item")
+    grp.add_argument("--index", help="comma-separated fields to embed for this item (instead of --fields)")
+
+    p = sub("get", "show one item", cmd_get)
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
+
+    p = sub("rm", "delete one item (and its vectors)", cmd_rm)
+    p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
+    p.add_argument("key", help=key_help)
+    p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
+
+    p = sub("search", "list or semantically search items under a namespace prefix", cmd_search)
+    p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
+    p.add_argument("-q", "--query", help="natural-language query (semantic search)")
+    p.add_argument("--filter", help='JSON filter on value fields, e.g. \'{"kind": "preference"}\'')
+    p.add_argument("--limit", type=_at_least_one, default=10, help="at most this many items (default 10)")
+    p.add_argument("--offset", type=_positive_int, default=0, help="skip this many items first")
+
+    p = sub("ls", "list namespaces", cmd_ls)
+    p.add_argument("--prefix", help="only namespaces starting with this (dotted; * matches one label)")
+    p.add_argument("--suffix", help="only namespaces ending with this (dotted; * matches one label)")
+    p.add_argument("--max-depth", type=_positive_int, help="truncate namespaces to this many labels")
+    p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
+    p.add_argument("--offset", type=_positive_int, default=0)
+
+
+def _add_transfer_commands(sub: _AddCommand) -> None:
+    """``export``, ``import`` and ``reindex``."""
+    p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
+    p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
+    p.add_argument("-o", "--out", help="file to write (default: stdout)")
+
+    p = sub("import", "read JSON Lines written by export (batched, idempotent upserts)", cmd_import)
+    p.add_argument("file", help="a .jsonl file, or - for stdin")
+    p.add_argument("--batch-size", type=_positive_int, default=500, help="lines per write (default 500)")
+    p.add_argument(
+        "--keep-timestamps",
+        action="store_true",
+        help="set created_at/updated_at from the file (default: the import time, as for any put)",
+    )
+
+    p = sub("reindex", "re-embed items with the current embedder (batched, resumable)", cmd_reindex)
+    p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
+    p.add_argument("--batch-size", type=_positive_int, default=100, help="items per batch (default 100)")
+    p.add_argument("--after", help="resume after this checkpoint (printed by an earlier run)")
+    p.add_argument("--all", action="store_true", help="also embed items that have no vectors yet")
+
+
+def _add_analytics_commands(sub: _AddCommand) -> None:
+    """``stats`` and ``report`` (see ``mongostore.analytics`` / ``mongostore.report``)."""
+    for name, help_, fn in (
+        ("stats", "counts per namespace, growth, stale items, TTL outlook, breakdown by a value field", cmd_stats),
+        ("report", "the same reports as one self-contained HTML page (inline SVG, no scripts)", cmd_report),
+    ):
+        p = sub(name, help_, fn)
+        p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
+        p.add_argument(
+            "--level", type=_positive_int, help="count namespaces by the label at this level (default: the next)"
+        )
+        p.add_argument(
+            "--period", choices=["day", "week", "month"], default="week", help="growth period (default week)"
+        )
+        p.add_argument("--stale-days", type=float, default=30.0, help="stale = not updated for this many days (30)")
+        grp = p.add_mutually_exclusive_group()
+        grp.add_argument("--breakdown", default="kind", help="value field to break items down by (default kind)")
+        grp.add_argument("--no-breakdown", action="store_true", help="leave the value breakdown out")
+        p.add_argument("--limit", type=_positive_int, default=50, help="rows per table (default 50)")
+        if name == "report":
+            p.add_argument("-o", "--out", required=True, help="the HTML file to write (- for stdout)")
+            p.add_argument("--title", help="page title")

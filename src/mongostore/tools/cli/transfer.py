@@ -1,0 +1,409 @@
+"""``export`` and ``import``: JSON Lines out with a cursor, in with checked lines and batched upserts."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from langgraph.store.base import InvalidNamespaceError, PutOp, _validate_namespace
+from pymongo import UpdateOne
+from pymongo.errors import PyMongoError
+
+from mongostore._codec import as_utc, check_value, item_id
+from mongostore._queries import not_expired, prefix_filter
+from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
+from mongostore.store import MongoStore
+from mongostore.tools.cli.connect import Ctx
+from mongostore.tools.cli.items import _check_ttl
+from mongostore.tools.cli.output import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    CLIError,
+    Progress,
+    _iso,
+    _NotFinite,
+    _one_line,
+    dumps,
+    format_namespace,
+    loads_json,
+    parse_namespace,
+)
+from mongostore.tools.settings import (
+    check_field_path,
+)
+
+
+def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
+    clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
+    """One exported item as a JSON line (what ``import`` reads).
+
+    ``index`` is the item's own embedding choice, kept so ``import`` does the same:
+    ``False`` for an item put with ``index=False``, a list for per-item fields.
+    """
+    record: dict[str, Any] = {
+        "namespace": list(doc["namespace"]),
+        "key": doc["key"],
+        "value": doc["value"],
+        "created_at": _iso(doc.get("created_at")),
+        "updated_at": _iso(doc.get("updated_at")),
+    }
+    if doc.get("ttl_minutes") is not None:
+        record["ttl"] = float(doc["ttl_minutes"])
+    if index is not None:
+        record["index"] = index
+    return dumps(record)
+
+_MULTI_TEXT = re.compile(r"\.\d+$")
+
+
+def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[Literal[False] | list[str] | None]:
+    """Each item's embedding choice, read back from what was stored (one vectors query per chunk).
+
+    No ``vectors`` on an item of an indexed store: it was put with ``index=False`` (or had
+    no text at the fields). Vectors at other fields than the store's: per-item ``index=[...]``.
+    """
+    if store.vectors_collection is None or store.index_config is None:
+        return [None] * len(docs)
+    default = set(store.index_config.get("fields") or ["$"])
+    fields: dict[Any, set[str]] = {}
+    ids = [d["_id"] for d in docs if d.get("vectors")]
+    if ids:
+        for v in store.vectors_collection.find({"item_id": {"$in": ids}}, {"item_id": 1, "field": 1}):
+            fields.setdefault(v["item_id"], set()).add(_MULTI_TEXT.sub("", str(v.get("field", ""))))
+    out: list[Literal[False] | list[str] | None] = []
+    for d in docs:
+        if not d.get("vectors"):
+            out.append(False)
+            continue
+        got = fields.get(d["_id"])
+        out.append(None if not got or got == default else sorted(got))
+    return out
+
+
+def cmd_export(ctx: Ctx) -> int:
+    prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
+    filt = _export_filter(prefix, datetime.now(timezone.utc))
+    total = ctx.store.collection.count_documents(filt)
+    projection = {
+        "namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1, "vectors": 1,
+    }
+    target = ctx.args.out
+    n = 0
+    progress = Progress("export", total, enabled=None if ctx.progress else False)
+    with contextlib.ExitStack() as stack:
+        to_stdout = target in (None, "-")
+        sink: IO[str] = sys.stdout if to_stdout else stack.enter_context(open(target, "w", encoding="utf-8"))
+        # A cursor, read in batches: the collection is never loaded as a whole.
+        cursor = ctx.store.collection.find(filt, projection).sort("_id", 1).batch_size(1000)
+        stack.callback(cursor.close)
+        chunk: list[Mapping[str, Any]] = []
+
+        def flush() -> None:
+            nonlocal n
+            for doc, index in zip(chunk, _item_indexes(ctx.store, chunk), strict=True):
+                sink.write(export_line(doc, index) + "\n")
+            n += len(chunk)
+            chunk.clear()
+            progress.update(n)
+
+        for doc in cursor:
+            chunk.append(doc)
+            if len(chunk) >= 500:
+                flush()
+        flush()
+    progress.close()
+    where = "stdout" if target in (None, "-") else target
+    summary = {"ok": True, "exported": n, "prefix": list(prefix), "out": where, "store": ctx.where}
+    if ctx.json and not to_stdout:
+        ctx.emit(summary)  # the one JSON document on stdout
+    elif ctx.json:
+        ctx.err.write(dumps(summary) + "\n")  # stdout holds the JSON Lines themselves
+    else:
+        ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
+    return EXIT_OK
+
+
+@dataclass
+class _Line:
+    number: int
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    ttl: float | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    index: Literal[False] | list[str] | None = None
+
+    def op(self) -> PutOp:
+        return PutOp(self.namespace, self.key, self.value, index=self.index, ttl=self.ttl)
+
+
+@dataclass
+class ImportSummary:
+    lines: int = 0
+    written: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+    def reject(self, number: int, reason: str, error: str) -> None:
+        self.rejected.append({"line": number, "reason": reason, "error": error})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "written": self.written,
+            "rejected": len(self.rejected),
+            "by_reason": dict(Counter(r["reason"] for r in self.rejected)),
+            "rejections": self.rejected,
+        }
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(error)
+        self.reason = reason
+        self.error = error
+
+
+def _timestamp(record: Mapping[str, Any], name: str) -> datetime | None:
+    raw = record.get(name)
+    if raw is None:
+        return None
+    if isinstance(raw, datetime):
+        return as_utc(raw)
+    if isinstance(raw, str):
+        try:
+            return as_utc(datetime.fromisoformat(raw.replace("Z", "+00:00")))
+        except ValueError:
+            pass
+    raise _Rejected("bad timestamp", f"{name} must be an ISO 8601 date, got {raw!r}")
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Rejected("bad text", f"{what} holds a lone surrogate (not valid Unicode): {text!r}") from None
+
+
+def _surrogates(obj: Any, where: str, depth: int = 0) -> None:
+    """Reject strings BSON cannot encode (lone surrogates), naming where; no recursion limit surprises."""
+    stack: list[tuple[Any, str]] = [(obj, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            _check_text(item, at)
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                if isinstance(k, str):
+                    _check_text(k, f"{at}: a field name")
+                stack.append((v, f"{at}.{k}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+
+
+def parse_import_line(number: int, raw: bytes) -> _Line | None:
+    """Parse and check one line of an export; ``None`` for a blank line. Raises ``_Rejected``."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise _Rejected("bad JSON", f"not UTF-8: {exc}") from None
+    if number == 1 and text.startswith("\ufeff"):
+        text = text[1:]  # a UTF-8 byte-order mark, as some editors write
+    if not text:
+        return None
+    try:
+        record = loads_json(text)
+    except _NotFinite as exc:
+        raise _Rejected("bad number", f"the line holds {exc}") from None
+    except ValueError as exc:
+        raise _Rejected("bad JSON", _one_line(exc)) from None
+    if not isinstance(record, dict):
+        raise _Rejected("bad record", f"expected a JSON object, got {type(record).__name__}")
+    namespace = _record_namespace(record)
+    key = record.get("key")
+    if not isinstance(key, str):
+        raise _Rejected("bad key", f"key must be a string, got {key!r}")
+    _check_text(key, "the key")
+    value = record.get("value")
+    try:
+        _surrogates(value, "the value")
+        value = check_value(namespace, key, value)
+    except InvalidValueError as exc:
+        raise _Rejected("invalid value", exc.reason) from None
+    except RecursionError:
+        raise _Rejected("invalid value", "nested too deeply") from None
+    ttl = record.get("ttl")
+    if ttl is not None:
+        try:
+            ttl = _check_ttl(ttl, "ttl")
+        except CLIError as exc:
+            raise _Rejected("bad ttl", str(exc)) from None
+    index = _record_index(record)
+    return _Line(
+        number,
+        namespace,
+        key,
+        value,
+        None if ttl is None else float(ttl),
+        _timestamp(record, "created_at"),
+        _timestamp(record, "updated_at"),
+        index,
+    )
+
+
+def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """A line's namespace: a list of labels, or a dotted string. Raises ``_Rejected``."""
+    ns_raw = record.get("namespace")
+    if isinstance(ns_raw, str):
+        try:
+            namespace = parse_namespace(ns_raw)
+        except CLIError as exc:
+            raise _Rejected("bad namespace", str(exc)) from None
+    elif isinstance(ns_raw, list) and all(isinstance(label, str) for label in ns_raw):
+        namespace = tuple(ns_raw)
+    else:
+        raise _Rejected("bad namespace", f"namespace must be a list of strings, got {ns_raw!r}")
+    for label in namespace:
+        _check_text(label, "a namespace label")
+    try:
+        _validate_namespace(namespace)
+    except InvalidNamespaceError as exc:
+        raise _Rejected("bad namespace", _one_line(exc)) from None
+    return namespace
+
+
+def _record_index(record: Mapping[str, Any]) -> Literal[False] | list[str] | None:
+    """A line's own embedding choice (``index``): absent, ``false`` or field paths. Raises ``_Rejected``."""
+    index = record.get("index")
+    if index is not None and index is not False:
+        if not isinstance(index, list) or not index or not all(isinstance(f, str) for f in index):
+            raise _Rejected("bad index", f"index must be false or a non-empty list of field paths, got {index!r}")
+        try:
+            index = [check_field_path(f, "index: the path") for f in index]
+        except ValueError as exc:
+            raise _Rejected("bad index", str(exc)) from None
+    return index
+
+
+def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_timestamps: bool) -> None:
+    """Upsert one batch; per-item server rejections are recorded, the rest of the batch lands."""
+    if not batch:
+        return
+    ops = [b.op() for b in batch]
+    failed: dict[tuple[tuple[str, ...], str], str] = {}
+    try:
+        ctx.store.batch(ops)
+    except WriteError as exc:
+        failed = {(ns, key): msg for ns, key, msg in exc.failures}
+    except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError):
+        # Checked per line already; if the store still refuses one, find it one by one:
+        # one bad line never costs the good ones of its batch.
+        for b in list(batch):
+            try:
+                ctx.store.batch([b.op()])
+            except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, WriteError) as exc:
+                failed[(b.namespace, b.key)] = _one_line(exc)
+    landed = []
+    for b in batch:
+        msg = failed.get((b.namespace, b.key))
+        if msg is None:
+            landed.append(b)
+        else:
+            summary.reject(b.number, "rejected by server", msg)
+    summary.written += len(landed)
+    if keep_timestamps:
+        stamps = []
+        for b in landed:
+            dates = {k: v for k, v in (("created_at", b.created_at), ("updated_at", b.updated_at)) if v is not None}
+            if dates:
+                stamps.append(UpdateOne({"_id": item_id(b.namespace, b.key)}, {"$set": dates}))
+        if stamps:
+            ctx.store.collection.bulk_write(stamps, ordered=False)
+
+
+def cmd_import(ctx: Ctx) -> int:
+    a = ctx.args
+    if a.batch_size < 1:
+        raise CLIError(f"--batch-size must be at least 1, got {a.batch_size}")
+    source = a.file
+    summary = ImportSummary()
+    with contextlib.ExitStack() as stack:
+        stream: IO[bytes]
+        total: int | None = None
+        if source == "-":
+            stream = sys.stdin.buffer
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise CLIError(f"no such file: {source}")
+            total = path.stat().st_size
+            stream = stack.enter_context(path.open("rb"))
+        progress = Progress("import", total, enabled=None if ctx.progress else False)
+        stack.callback(progress.close)
+        batch: list[_Line] = []
+        read = 0
+        try:
+            for number, raw in enumerate(stream, start=1):
+                summary.lines = number
+                read += len(raw)
+                try:
+                    parsed = parse_import_line(number, raw)
+                except _Rejected as rej:
+                    summary.reject(number, rej.reason, rej.error)
+                    parsed = None
+                if parsed is not None:
+                    batch.append(parsed)
+                if len(batch) >= a.batch_size:
+                    _write_batch(ctx, batch, summary, a.keep_timestamps)
+                    batch = []
+                progress.update(read if total is not None else number, suffix=f"{number:,} lines")
+            _write_batch(ctx, batch, summary, a.keep_timestamps)
+            progress.update(read if total is not None else summary.lines, force=True)
+        except KeyboardInterrupt:
+            progress.close()
+            ctx.warn(
+                f"import interrupted at line {summary.lines:,}: {summary.written:,} item(s) written, "
+                f"{len(summary.rejected):,} line(s) rejected so far; rerun the same command to finish "
+                "(import is idempotent: upserts by namespace and key)"
+            )
+            raise
+        except (PyMongoError, MongoStoreError) as exc:
+            raise CLIError(
+                f"import stopped at line {summary.lines} after writing {summary.written:,} item(s): "
+                f"{_one_line(exc)}. Rerun the same command: import is idempotent (upserts by namespace and key)",
+                EXIT_FAILURE,
+            ) from exc
+    _print_import_summary(ctx, summary)
+    if summary.rejected:
+        ctx.warn(f"{len(summary.rejected)} line(s) rejected; every other line was written")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _print_import_summary(ctx: Ctx, summary: ImportSummary) -> None:
+    result = summary.as_dict()
+    if ctx.json:
+        ctx.emit(result)
+        return
+    ctx.print(
+        f"import: {summary.lines:,} line(s) read, {summary.written:,} item(s) written, "
+        f"{len(summary.rejected):,} rejected"
+    )
+    for r in summary.rejected[:20]:
+        ctx.print(f"  line {r['line']}: {r['reason']}: {r['error']}")
+    if len(summary.rejected) > 20:
+        ctx.print(f"  ... and {len(summary.rejected) - 20} more (--json lists them all)")
+    if summary.rejected:
+        ctx.print("rejected by reason: " + ", ".join(f"{k} {v}" for k, v in result["by_reason"].items()))

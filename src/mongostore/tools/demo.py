@@ -1,0 +1,436 @@
+"""``mongostore demo``: LangGraph long-term memory on MongoStore, in one command.
+
+A graph compiled with a checkpointer (short-term memory: one thread's messages)
+and a ``MongoStore`` (long-term memory: shared by every thread of a user) runs
+two threads of the same user:
+
+1. On the first thread the user states facts and preferences. The ``remember``
+   node turns each first-person statement into a memory under
+   ``(user_id, "memories")`` with ``runtime.store``.
+2. On a new thread, whose checkpoint holds none of that conversation, the user
+   asks about them. The ``respond`` node recalls memories by semantic search
+   through ``runtime.store`` and answers from the best one.
+
+No LLM and no network: the nodes are rule-based, and the embedder is
+all-MiniLM-L6-v2 run locally (the ``minilm`` extra) or, without the extra, the
+word-overlap ``HashingEmbeddings`` (the demo says so).
+
+The same graph is the example graph the Agent Server runs (``examples/graph.py``):
+its nodes are async and use only ``runtime.store``, so they work with
+``MongoStore`` and ``AsyncMongoStore`` alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore, PutOp, SearchItem, SearchOp
+
+__all__ = [
+    "CHECK_QUERY",
+    "DEFAULT_USER",
+    "DEMO_DB",
+    "MIN_SCORE",
+    "THREAD_1",
+    "THREAD_2",
+    "Context",
+    "DemoResult",
+    "DemoTurn",
+    "MemoryState",
+    "answer_from_memory",
+    "build_graph",
+    "extract_memories",
+    "extract_questions",
+    "memory_key",
+    "render_demo",
+    "run_demo",
+]
+
+#: The database the demo uses on a real server unless ``--db`` / ``MONGOSTORE_DB`` says otherwise.
+DEMO_DB = "mongostore_demo"
+DEFAULT_USER = "alice"
+#: Below this similarity the assistant says it does not know (cosine, as the store reports it).
+MIN_SCORE = 0.3
+
+THREAD_1 = (
+    "Hi! I like pizza. I am allergic to peanuts.",
+    "My sister lives in Lisbon. I work as a nurse.",
+)
+THREAD_2 = (
+    "What do I like to eat?",
+    "Where does my sister live?",
+    "What do I do for a living?",
+)
+#: Asked of the store directly at the end: the acceptance check of issue 4.
+CHECK_QUERY = "What does the user like to eat?"
+
+
+# --------------------------------------------------------------------------- rules (no LLM)
+
+_SENTENCES = re.compile(r"[^.!?]+[.!?]*")
+_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^i(?: am|'m) allergic\b|^i (?:can't|cannot|don't) eat\b", re.I), "health"),
+    (
+        re.compile(
+            r"^i (?:really |do )?(?:like|love|enjoy|prefer|adore|hate|dislike)\b|^i (?:don't|do not) like\b"
+            r"|^my favou?rite\b",
+            re.I,
+        ),
+        "preference",
+    ),
+    (re.compile(r"^i work\b|^i(?: am|'m) an? \w+$|^my (?:job|work|boss|office)\b", re.I), "work"),
+    (
+        re.compile(
+            r"^my (?:mother|father|mom|mum|dad|sister|brother|wife|husband|partner|son|daughter|"
+            r"grand\w+|aunt|uncle|cousin|friend|family|kids?|children|parents?)\b",
+            re.I,
+        ),
+        "family",
+    ),
+)
+_FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|my)\b", re.I)
+_SWAPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bI am\b"), "you are"),
+    (re.compile(r"\bI'm\b"), "you're"),
+    (re.compile(r"\bI was\b"), "you were"),
+    (re.compile(r"\bI've\b"), "you've"),
+    (re.compile(r"\bI\b"), "you"),
+    (re.compile(r"\bmy\b", re.I), "your"),
+    (re.compile(r"\bmine\b", re.I), "yours"),
+    (re.compile(r"\bmyself\b", re.I), "yourself"),
+    (re.compile(r"\bme\b", re.I), "you"),
+)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCES.findall(text) if s.strip()]
+
+
+def extract_memories(text: str) -> list[tuple[str, str]]:
+    """First-person statements worth keeping, as ``(sentence, kind)``; questions are never kept.
+
+    >>> extract_memories("Hi! I like pizza. My sister lives in Lisbon. What's up?")
+    [('I like pizza', 'preference'), ('My sister lives in Lisbon', 'family')]
+    """
+    found: list[tuple[str, str]] = []
+    for sentence in _sentences(text):
+        if sentence.endswith("?"):
+            continue
+        body = sentence.rstrip(".!").strip()
+        if not _FIRST_PERSON.match(body):
+            continue
+        kind = next((k for pattern, k in _KINDS if pattern.search(body)), "fact")
+        found.append((body, kind))
+    return found
+
+
+def extract_questions(text: str) -> list[str]:
+    """The sentences of ``text`` that end with a question mark."""
+    return [s for s in _sentences(text) if s.endswith("?")]
+
+
+def memory_key(text: str) -> str:
+    """A stable key for a memory: the same sentence is one memory, however often it is said."""
+    normal = " ".join(text.lower().split())
+    return "m-" + hashlib.sha256(normal.encode()).hexdigest()[:12]
+
+
+def answer_from_memory(text: str) -> str:
+    """Turn a first-person memory into a second-person answer: "I like pizza" -> "You like pizza."."""
+    out = text
+    for pattern, repl in _SWAPS:
+        out = pattern.sub(repl, out)
+    out = out[:1].upper() + out[1:]
+    return out if out.endswith((".", "!")) else out + "."
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+@dataclass
+class Context:
+    """Run-scoped context: whose memories to use (``context={"user_id": ...}``)."""
+
+    user_id: str = DEFAULT_USER
+
+
+class MemoryState(MessagesState, total=False):
+    """The conversation, plus what the last turn saved and recalled (for display)."""
+
+    saved: list[dict[str, Any]]
+    recalled: list[dict[str, Any]]
+    store: str
+
+
+def _user(runtime: Runtime[Context]) -> str:
+    ctx: Any = runtime.context
+    if isinstance(ctx, Context):
+        return ctx.user_id
+    if isinstance(ctx, dict) and ctx.get("user_id"):
+        return str(ctx["user_id"])
+    return DEFAULT_USER
+
+
+def _store(runtime: Runtime[Context]) -> BaseStore:
+    if runtime.store is None:
+        raise RuntimeError("the memory graph needs a store: compile it with store=MongoStore(...)")
+    return runtime.store
+
+
+def _last_user_text(messages: Sequence[AnyMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return ""
+
+
+async def remember(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Store every first-person statement of the last user message under ``(user, "memories")``."""
+    store = _store(runtime)
+    namespace = (_user(runtime), "memories")
+    saved = [
+        {"key": memory_key(text), "text": text, "kind": kind}
+        for text, kind in extract_memories(_last_user_text(state["messages"]))
+    ]
+    if saved:
+        # One batch: one bulk write and one embedding call for all the new texts.
+        await store.abatch([PutOp(namespace, m["key"], {"text": m["text"], "kind": m["kind"]}) for m in saved])
+    return {"saved": saved}
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _hit(item: SearchItem) -> dict[str, Any]:
+    return {
+        "key": item.key,
+        "text": str(item.value.get("text", "")),
+        "kind": str(item.value.get("kind", "")),
+        "score": item.score,
+    }
+
+
+async def respond(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Answer each question from the best recalled memory; acknowledge statements."""
+    store = _store(runtime)
+    namespace = (_user(runtime), "memories")
+    questions = extract_questions(_last_user_text(state["messages"]))
+    recalled: list[dict[str, Any]] = []
+    replies: list[str] = []
+    if questions:
+        results = await store.abatch([SearchOp(namespace, query=q, limit=3) for q in questions])
+        for question, hits in zip(questions, results, strict=True):
+            memories = [_hit(h) for h in cast(list[SearchItem], hits or [])]
+            recalled.append({"question": question, "memories": memories})
+            best = memories[0] if memories else None
+            if best is not None and best["score"] is not None and best["score"] >= MIN_SCORE:
+                replies.append(answer_from_memory(best["text"]))
+            else:
+                replies.append("I don't know that yet.")
+    saved = state.get("saved") or []
+    if saved:
+        noted = "; ".join(_lower_first(answer_from_memory(m["text"]).rstrip(".")) for m in saved)
+        replies.insert(0, f"Noted, I'll remember: {noted}.")
+    if not replies:
+        replies.append("Tell me about yourself, or ask me what you told me.")
+    return {"messages": [AIMessage(" ".join(replies))], "recalled": recalled, "store": type(store).__name__}
+
+
+def build_graph() -> StateGraph[MemoryState, Context, MemoryState, MemoryState]:
+    """The memory graph, not compiled: ``build_graph().compile(checkpointer=..., store=...)``."""
+    builder: StateGraph[MemoryState, Context, MemoryState, MemoryState] = StateGraph(
+        MemoryState, context_schema=Context
+    )
+    builder.add_node("remember", remember)
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "respond")
+    builder.add_edge("respond", END)
+    return builder
+
+
+# --------------------------------------------------------------------------- the demo run
+
+
+@dataclass
+class DemoTurn:
+    thread_id: str
+    user: str
+    assistant: str
+    history_before: int
+    saved: list[dict[str, Any]] = field(default_factory=list)
+    recalled: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class DemoResult:
+    store: str
+    store_class: str
+    embedder: str
+    semantic_model: bool
+    search_path: str
+    user_id: str
+    namespace: list[str]
+    turns: list[DemoTurn]
+    memories: list[dict[str, Any]]
+    check_query: str
+    check_results: list[dict[str, Any]]
+    notes: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def _wait_until_searchable(store: BaseStore, namespace: tuple[str, ...], n: int, timeout: float) -> None:
+    """Atlas Vector Search indexes new vectors within about a second: wait for them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        hits = await store.asearch(namespace, query="memory", limit=max(n, 1) + 50)
+        if sum(1 for h in hits if h.score is not None) >= n or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def _run(
+    store: Any, *, user_id: str, status: dict[str, Any], store_label: str, embedder: str, semantic: bool
+) -> DemoResult:
+    graph: CompiledStateGraph[MemoryState, Context, MemoryState, MemoryState] = build_graph().compile(
+        checkpointer=InMemorySaver(), store=store
+    )
+    namespace = (user_id, "memories")
+    context = Context(user_id=user_id)
+    turns: list[DemoTurn] = []
+
+    async def say(thread_id: str, text: str) -> None:
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        before = await graph.aget_state(config)
+        history = len(before.values.get("messages", [])) if before.values else 0
+        out = await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=context)
+        reply = out["messages"][-1]
+        turns.append(
+            DemoTurn(
+                thread_id=thread_id,
+                user=text,
+                assistant=reply.text if isinstance(reply, AIMessage) else str(reply),
+                history_before=history,
+                saved=list(out.get("saved") or []),
+                recalled=list(out.get("recalled") or []),
+            )
+        )
+
+    for text in THREAD_1:
+        await say("thread-1", text)
+    written = sum(len(t.saved) for t in turns)
+    if status.get("search_path") == "atlas":
+        await _wait_until_searchable(store, namespace, written, timeout=30.0)
+    for text in THREAD_2:
+        await say("thread-2", text)
+
+    memories = [
+        {"key": i.key, "kind": i.value.get("kind"), "text": i.value.get("text")}
+        for i in await store.asearch(namespace, limit=100)
+    ]
+    check = [_hit(h) for h in await store.asearch(namespace, query=CHECK_QUERY, limit=len(memories) or 1)]
+    notes: list[str] = []
+    if not semantic:
+        notes.append(
+            "The embedder is HashingEmbeddings, which matches words, not meaning: a question that shares no "
+            'word with a memory ("What do I do for a living?" / "I work as a nurse") is not recalled. '
+            "For a real offline sentence model: pip install 'mongostore[minilm]'"
+        )
+    return DemoResult(
+        store=store_label,
+        store_class=type(store).__name__,
+        embedder=embedder,
+        semantic_model=semantic,
+        search_path=str(status.get("search_path")),
+        user_id=user_id,
+        namespace=list(namespace),
+        turns=turns,
+        memories=memories,
+        check_query=CHECK_QUERY,
+        check_results=check,
+        notes=notes,
+    )
+
+
+def run_demo(
+    store: Any, *, user_id: str = DEFAULT_USER, store_label: str = "", embedder: str = "", semantic: bool = True
+) -> DemoResult:
+    """Run both threads against ``store`` (a ``MongoStore`` with an index) and return what happened.
+
+    ``setup()`` is called first (idempotent). Memory keys are derived from the
+    sentences, so running the demo again on the same database adds no duplicates.
+    """
+    if getattr(store, "index_config", None) is None:
+        raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
+    store.setup()
+    status = store.status()
+    return asyncio.run(
+        _run(store, user_id=user_id, status=status, store_label=store_label, embedder=embedder, semantic=semantic)
+    )
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _score(value: Any) -> str:
+    return "  -  " if value is None else f"{float(value):.3f}"
+
+
+def render_demo(result: DemoResult, out: TextIO) -> None:
+    """Print the conversation, the memories written and the recalled memories with their scores."""
+    w = out.write
+    path = {
+        "local": "exact ranking in Python (numpy): this backend has no $vectorSearch",
+        "atlas": "Atlas Vector Search ($vectorSearch)",
+    }.get(result.search_path, result.search_path)
+    w("mongostore demo: LangGraph long-term memory on MongoDB\n\n")
+    w(f"  store      {result.store}\n")
+    w(f"  embedder   {result.embedder}\n")
+    w(f"  search     {path}\n")
+    w(f"  memories   namespace {tuple(result.namespace)!r} (user {result.user_id!r})\n")
+    current = None
+    for turn in result.turns:
+        if turn.thread_id != current:
+            current = turn.thread_id
+            if current == "thread-1":
+                w("\n== Thread 1: the user tells the assistant about themselves\n")
+            else:
+                w(
+                    f"\n== Thread 2: a new thread ({turn.history_before} messages in its checkpoint); "
+                    "only the store remembers thread 1\n"
+                )
+        w(f"\n  user       > {turn.user}\n")
+        for m in turn.saved:
+            w(f"  remember   + [{m['kind']}] {m['text']!r} -> key {m['key']}\n")
+        for r in turn.recalled:
+            for m in r["memories"]:
+                w(f"  recall     {_score(m['score'])}  {m['text']}\n")
+        w(f"  assistant  > {turn.assistant}\n")
+    w(f"\n== Memories in the store under {tuple(result.namespace)!r}\n\n")
+    rows = [(m["key"], str(m["kind"]), str(m["text"])) for m in result.memories]
+    width_key = max([3, *(len(r[0]) for r in rows)])
+    width_kind = max([4, *(len(r[1]) for r in rows)])
+    w(f"  {'key':<{width_key}}  {'kind':<{width_kind}}  text\n")
+    for key, kind, text in rows:
+        w(f"  {key:<{width_key}}  {kind:<{width_kind}}  {text}\n")
+    w(f"\n== store.search({tuple(result.namespace)!r}, query={result.check_query!r})\n\n")
+    w("  score  text\n")
+    for m in result.check_results:
+        w(f"  {_score(m['score'])}  {m['text']}\n")
+    for note in result.notes:
+        w(f"\nNote: {note}\n")
+    w("\n")

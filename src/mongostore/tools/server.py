@@ -1,0 +1,154 @@
+"""Store settings from the environment, and the factory LangGraph's Agent Server loads.
+
+``langgraph.json``::
+
+    {
+      "graphs": {"memory": "./graph.py:graph"},
+      "store": {"path": "mongostore.server.make_store"}
+    }
+
+The Agent Server (``langgraph dev`` / ``langgraph up``) calls :func:`make_store`
+once, inside its own event loop, enters the async context manager it returns,
+and uses the ``AsyncMongoStore`` it yields for the ``/store`` API and as
+``runtime.store`` in every graph. Use a dotted path (``package.module.name``):
+the server splits a module path at its last ``.``, so ``mongostore.server:make_store``
+is *not* understood; a file path (``./store.py:make_store``) works too.
+
+Configuration, read when the server starts (also used by the ``mongostore`` CLI):
+
+=========================  =========================================================  ==========================
+variable                   meaning                                                    default
+=========================  =========================================================  ==========================
+``MONGODB_URI``            ``mongodb://`` / ``mongodb+srv://``; ``mongomock://`` (in  the local store in
+                           memory, lost on exit); ``mongostore-local://[/abs/dir]``   ``MONGOSTORE_DATA_DIR``
+                           (the persistent embedded store)                            (see ``_embedded``)
+``MONGOSTORE_DATA_DIR``    directory of the local store (no ``MONGODB_URI``)          ``~/.local/share/mongostore``
+``MONGOSTORE_TIMEOUT``     seconds to wait for the server at start                    ``10``
+``MONGOSTORE_DB``          database name                                              ``mongostore``
+``MONGOSTORE_COLLECTION``  items collection (vectors go to ``<name>_vectors``)        ``memories``
+``MONGOSTORE_EMBED``       ``minilm``, ``hashing``, ``none`` (no semantic search),    MiniLM when the ``minilm``
+                           or a LangChain provider string                             extra is installed, else
+                           (``openai:text-embedding-3-small``)                        ``hashing``
+``MONGOSTORE_DIMS``        vector dimensions (needed for unknown provider models)     from the model
+``MONGOSTORE_FIELDS``      comma-separated value paths to embed (``text,tags[*]``)    ``$`` (the whole value)
+=========================  =========================================================  ==========================
+
+Every process that writes to a collection must use the same embedder, dims and
+fields; after changing them, run ``mongostore reindex``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.store.base import BaseStore
+
+from mongostore.tools.settings import (
+    ENV_COLLECTION,
+    ENV_DATA_DIR,
+    ENV_DB,
+    ENV_DIMS,
+    ENV_EMBED,
+    ENV_FIELDS,
+    ENV_TIMEOUT,
+    ENV_URI,
+    IN_MEMORY_URI,
+    KNOWN_DIMS,
+    LOCAL_SCHEME,
+    ServerUnreachableError,
+    StoreSettings,
+    _first_line,
+    _timeout,
+    check_field_path,
+    probe_server,
+    redact_uri,
+    resolve_embeddings,
+    split_fields,
+)
+
+__all__ = [
+    "ENV_COLLECTION",
+    "ENV_DATA_DIR",
+    "ENV_DB",
+    "ENV_DIMS",
+    "ENV_EMBED",
+    "ENV_FIELDS",
+    "ENV_TIMEOUT",
+    "ENV_URI",
+    "IN_MEMORY_URI",
+    "KNOWN_DIMS",
+    "LOCAL_SCHEME",
+    "ServerUnreachableError",
+    "StoreSettings",
+    "check_field_path",
+    "make_store",
+    "probe_server",
+    "redact_uri",
+    "resolve_embeddings",
+    "split_fields",
+]
+
+logger = logging.getLogger("mongostore")
+
+
+@asynccontextmanager
+async def make_store() -> AsyncIterator[BaseStore]:
+    """The Agent Server's custom store: ``"store": {"path": "mongostore.server.make_store"}``.
+
+    Reads the variables above, opens an ``AsyncMongoStore`` (pymongo's
+    ``AsyncMongoClient``), runs ``setup()`` (idempotent: indexes, and the Atlas vector
+    index when the server has one) and closes the client when the server stops.
+
+    Without ``MONGODB_URI`` the store is the local one (a file under
+    ``MONGOSTORE_DATA_DIR``, shared with the ``mongostore`` CLI); ``mongomock://`` is
+    in memory and lost on restart. An unreachable server fails at once with one line
+    (``ServerUnreachableError``), not a driver traceback after its whole timeout.
+    """
+    from pymongo.errors import ConnectionFailure
+
+    from mongostore.aio import AsyncMongoStore
+
+    settings = StoreSettings.from_env()
+    index, description = settings.index()
+    timeout = _timeout(os.environ)
+    logger.info("mongostore: %s; embeddings: %s", settings.label(), description)
+    if settings.embedded:
+        kwargs: dict[str, Any] = {"index": index, "db_name": settings.db, "collection_name": settings.collection}
+        if settings.local:
+            embedded = AsyncMongoStore.local(settings.local_dir(), **kwargs)
+        else:
+            embedded = AsyncMongoStore.in_memory(**kwargs)
+        async with embedded:
+            await embedded.setup()
+            yield embedded
+        return
+    assert settings.uri is not None
+    where = redact_uri(settings.uri)
+    try:
+        note = await asyncio.to_thread(probe_server, settings.uri, timeout)
+    except ServerUnreachableError as exc:
+        logger.error("mongostore: %s", exc)
+        raise
+    if note:
+        logger.warning("mongostore: %s", note)
+    ms = int(timeout * 1000)
+    async with AsyncMongoStore.from_conn_string(
+        settings.uri,
+        db_name=settings.db,
+        collection_name=settings.collection,
+        index=index,
+        serverSelectionTimeoutMS=ms,
+        connectTimeoutMS=ms,
+    ) as store:
+        try:
+            await store.setup()
+        except ConnectionFailure as exc:
+            message = f"cannot reach MongoDB at {where} within {timeout:g}s: {_first_line(exc).split(', Timeout:')[0]}"
+            logger.error("mongostore: %s", message)
+            raise ServerUnreachableError(message) from None
+        yield store

@@ -1,0 +1,402 @@
+"""The store settings shared by the ``mongostore`` command and the Agent Server factory.
+
+The environment variables (see ``mongostore.tools.server``), URI redaction and the server probe,
+the embedder chooser (``resolve_embeddings``), field paths, and ``StoreSettings``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from langchain_core.embeddings import Embeddings
+
+from mongostore.config import MongoIndexConfig
+from mongostore.errors import ConfigurationError
+from mongostore.local import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
+from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
+
+__all__ = [
+    "ENV_COLLECTION",
+    "ENV_DATA_DIR",
+    "ENV_DB",
+    "ENV_DIMS",
+    "ENV_EMBED",
+    "ENV_FIELDS",
+    "ENV_TIMEOUT",
+    "ENV_URI",
+    "IN_MEMORY_URI",
+    "KNOWN_DIMS",
+    "LOCAL_SCHEME",
+    "ServerUnreachableError",
+    "StoreSettings",
+    "check_field_path",
+    "probe_server",
+    "redact_uri",
+    "resolve_embeddings",
+    "split_fields",
+]
+
+logger = logging.getLogger("mongostore")
+
+ENV_URI = "MONGODB_URI"
+ENV_DB = "MONGOSTORE_DB"
+ENV_COLLECTION = "MONGOSTORE_COLLECTION"
+ENV_EMBED = "MONGOSTORE_EMBED"
+ENV_DIMS = "MONGOSTORE_DIMS"
+ENV_FIELDS = "MONGOSTORE_FIELDS"
+ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
+IN_MEMORY_URI = "mongomock://"
+DEFAULT_TIMEOUT = 10.0
+
+#: Output sizes of common provider models, so ``--dims`` can be left out for them.
+KNOWN_DIMS: dict[str, int] = {
+    "openai:text-embedding-3-small": 1536,
+    "openai:text-embedding-3-large": 3072,
+    "openai:text-embedding-ada-002": 1536,
+}
+
+_NO_INDEX = frozenset({"none", "off", "false", "no"})
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*://)(.*)$", re.IGNORECASE | re.DOTALL)
+#: Query options whose value is a credential (lower case), and words that mark one.
+_SECRET_OPTIONS = frozenset(
+    {"authmechanismproperties", "tlscertificatekeyfilepassword", "sslpemkeypassword", "sslclientcertificatekeypassword"}
+)
+_SECRET_WORDS = ("password", "secret", "token", "passwd", "pwd", "apikey", "api_key", "credential")
+
+
+def _secret_option(name: str) -> bool:
+    lowered = unquote(name).lower()
+    return lowered in _SECRET_OPTIONS or any(word in lowered for word in _SECRET_WORDS)
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with every credential hidden (safe to print and log).
+
+    The password (everything between the first ``:`` of the user info and the *last*
+    ``@`` before the hosts, so an unescaped ``/`` or ``@`` in it is hidden too) and the
+    values of credential-bearing options (``authMechanismProperties``, which carries
+    ``AWS_SESSION_TOKEN``; ``tlsCertificateKeyFilePassword``; anything named like a
+    password, secret or token) become ``***``. When in doubt it hides more, never less.
+    """
+    m = _SCHEME.match(uri.strip())
+    if not m:
+        return uri
+    scheme, rest = m.group(1), m.group(2)
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at + 1 :]
+        user = userinfo.split(":", 1)[0]
+        if "/" in user or "?" in user:  # not a user name: hide the lot
+            user = "***"
+        prefix = f"{scheme}{user}:***@" if ":" in userinfo or user == "***" else f"{scheme}{user}@"
+    else:
+        prefix = scheme
+    if "?" in rest:
+        head, query = rest.split("?", 1)
+        parts = []
+        for part in re.split(r"([&;])", query):
+            if part in ("&", ";"):
+                parts.append(part)
+                continue
+            name, eq, _value = part.partition("=")
+            parts.append(f"{name}=***" if eq and _secret_option(name) else part)
+        rest = f"{head}?{''.join(parts)}"
+    return prefix + rest
+
+
+class ServerUnreachableError(ConnectionError):
+    """The server cannot be reached at all: refused, unknown host, or an unresolvable SRV name."""
+
+
+def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
+    """Fail in milliseconds where pymongo would wait its whole server-selection timeout.
+
+    Resolves the hosts (an SRV lookup for ``mongodb+srv://``) and opens one TCP
+    connection to each, at most 3 s. Raises ``ServerUnreachableError`` when none
+    accepts (connection refused, unknown host, no such SRV record), with a one-line
+    reason; returns a note when a host did not answer in time (pymongo may still
+    reach it within ``timeout``); ``None`` when one accepted. A URI that is not valid
+    raises pymongo's ``ConfigurationError`` (bad input), before any network use.
+    """
+    from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+    from pymongo.errors import InvalidURI
+    from pymongo.uri_parser import parse_uri
+
+    srv = uri.startswith("mongodb+srv://")
+    if srv:
+        # Check the syntax and options first, without DNS: a failure after this is the network's.
+        parse_uri("mongodb://" + uri[len("mongodb+srv://") :], warn=True)
+    try:
+        parsed = parse_uri(uri, warn=True, connect_timeout=timeout)
+    except InvalidURI:
+        raise  # bad input (e.g. a port in an SRV URI), found before any DNS query
+    except PyMongoConfigurationError as exc:
+        if not srv:
+            raise
+        host = redact_uri(uri).split("@")[-1].split("/")[0].split("?")[0]
+        raise ServerUnreachableError(f"cannot resolve the mongodb+srv host {host}: {_first_line(exc)}") from None
+    probe = min(timeout, 3.0)
+    refused: list[str] = []
+    silent: list[str] = []
+    for host, port in parsed["nodelist"]:
+        where = f"{host}:{port}"
+        if host.endswith(".sock"):
+            return None  # a Unix socket: let the driver try
+        try:
+            with socket.create_connection((host, port), timeout=probe):
+                return None
+        except TimeoutError:
+            silent.append(where)
+        except socket.gaierror as exc:
+            refused.append(f"{where} (unknown host: {exc.strerror or exc})")
+        except ConnectionRefusedError:
+            refused.append(f"{where} (connection refused)")
+        except OSError as exc:
+            refused.append(f"{where} ({exc.strerror or exc})")
+    if silent:
+        return f"no answer from {', '.join(silent)} within {probe:g}s; waiting up to {timeout:g}s for the server"
+    raise ServerUnreachableError(
+        f"cannot connect to MongoDB at {', '.join(refused)}: is the server running? "
+        "(`docker compose up -d` starts one; without --uri / MONGODB_URI the local store needs none)"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embeddings | str, int, str] | None:
+    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value.
+
+    ``None`` or ``""`` picks the best local model installed (MiniLM, else hashing);
+    ``"none"`` means no semantic search and returns ``None``. A provider string is
+    passed through for LangGraph's ``init_embeddings`` (it needs its package and keys).
+
+    Raises:
+        ConfigurationError: unknown model, missing extra, or dims that do not fit.
+    """
+    name = (spec or "").strip()
+    if dims is not None and (isinstance(dims, bool) or dims < 1):
+        raise ConfigurationError(f"dims must be a positive integer, got {dims!r}")
+    if name.lower() in _NO_INDEX:
+        return None
+    if not name:
+        name = "minilm" if MiniLMEmbeddings.available() else "hashing"
+        if name == "hashing" and dims is None:
+            return (
+                HashingEmbeddings(MINILM_DIMS),
+                MINILM_DIMS,
+                "HashingEmbeddings (384 dims): a word-overlap test embedder, not a semantic model "
+                f"(the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})",
+            )
+    lowered = name.lower()
+    if lowered == "minilm":
+        if dims is not None and dims != MINILM_DIMS:
+            raise ConfigurationError(f"the minilm model has {MINILM_DIMS} dimensions, not {dims}")
+        if not MiniLMEmbeddings.available():
+            raise ConfigurationError(f"the minilm model is not installed: {MINILM_INSTALL_HINT}")
+        return (
+            MiniLMEmbeddings(),
+            MINILM_DIMS,
+            "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally",
+        )
+    if lowered == "hashing":
+        n = dims or MINILM_DIMS
+        return (
+            HashingEmbeddings(n),
+            n,
+            f"HashingEmbeddings ({n} dims): a word-overlap test embedder, not a semantic model",
+        )
+    if ":" not in name:
+        raise ConfigurationError(
+            f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "
+            "such as openai:text-embedding-3-small"
+        )
+    provider_dims = dims or KNOWN_DIMS.get(lowered)
+    if provider_dims is None:
+        raise ConfigurationError(f"set the vector size of {name!r} with --dims or {ENV_DIMS}")
+    description = f"{name} ({provider_dims} dims) through LangChain's init_embeddings (needs its package and API key)"
+    return name, provider_dims, description
+
+
+def _parse_dims(raw: str | None) -> int | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}")
+    return value
+
+
+_PATH_SEGMENT = re.compile(
+    r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$"
+)
+
+
+def check_field_path(path: str, what: str = "field path") -> str:
+    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``).
+
+    LangGraph's own tokenizer accepts ``text[`` and embeds nothing: refuse it here, by name.
+    """
+    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_path(path)):
+        return path
+    raise ConfigurationError(
+        f"{what} {path!r} is not a field path: use names joined by dots, [0] / [-1] / [*] for list "
+        "items and {a,b} for several fields, e.g. text or notes[*].body"
+    )
+
+
+def _split_path(path: str) -> list[str]:
+    """Split at dots outside braces."""
+    parts, depth, current = [], 0, ""
+    for ch in path:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "." and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return parts
+
+
+def split_fields(raw: str, what: str) -> tuple[str, ...]:
+    """Comma-separated field paths (commas inside ``{a,b}`` belong to the path), each checked."""
+    fields, depth, current = [], 0, ""
+    for ch in raw:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            fields.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    fields.append(current.strip())
+    if any(not f for f in fields):
+        raise ConfigurationError(f"{what} {raw!r} has an empty field: give comma-separated paths, e.g. text,tags[*]")
+    return tuple(check_field_path(f, f"{what}: the path") for f in fields)
+
+
+def _parse_fields(raw: str | None) -> tuple[str, ...] | None:
+    if raw is None or not raw.strip():
+        return None
+    return split_fields(raw, ENV_FIELDS)
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the store lives and how it embeds. Built from the environment or the CLI."""
+
+    uri: str | None = None
+    db: str = DEFAULT_DB
+    collection: str = DEFAULT_COLLECTION
+    embed: str | None = None
+    dims: int | None = None
+    fields: tuple[str, ...] | None = None
+    #: The local store's directory (no URI); ``None``: ``MONGOSTORE_DATA_DIR`` or the per-user default.
+    data_dir: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> StoreSettings:
+        """Settings from ``MONGODB_URI`` and ``MONGOSTORE_*``; keyword overrides that are not None win."""
+        env = os.environ if environ is None else environ
+        settings = cls(
+            uri=(env.get(ENV_URI) or "").strip() or None,
+            db=(env.get(ENV_DB) or "").strip() or DEFAULT_DB,
+            collection=(env.get(ENV_COLLECTION) or "").strip() or DEFAULT_COLLECTION,
+            embed=(env.get(ENV_EMBED) or "").strip() or None,
+            dims=_parse_dims(env.get(ENV_DIMS)),
+            fields=_parse_fields(env.get(ENV_FIELDS)),
+            data_dir=(env.get(ENV_DATA_DIR) or "").strip() or None,
+        )
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @property
+    def in_memory(self) -> bool:
+        """True for ``mongomock://``: in memory, lost when the process exits."""
+        return self.uri is not None and self.uri.startswith(IN_MEMORY_URI)
+
+    @property
+    def local(self) -> bool:
+        """True for the persistent embedded store: no URI, or ``mongostore-local://``."""
+        return self.uri is None or self.uri.startswith(LOCAL_SCHEME)
+
+    @property
+    def embedded(self) -> bool:
+        """No server: the local store or the in-memory one."""
+        return self.local or self.in_memory
+
+    def local_dir(self) -> Path:
+        """The local store's directory (``mongostore-local:///dir``, ``data_dir``, or the default)."""
+        if self.uri is not None and self.uri.startswith(LOCAL_SCHEME):
+            given = parse_local_uri(self.uri)
+            if given is not None:
+                return given
+        if self.data_dir:
+            return Path(self.data_dir).expanduser().absolute()
+        return default_data_dir().absolute()
+
+    def local_file(self) -> Path:
+        """The file holding this database of the local store."""
+        return self.local_dir() / f"{self.db}.bson"
+
+    def where(self) -> str:
+        """A few words naming where the data is, credentials hidden (for result lines)."""
+        if self.local:
+            return f"local store {self.local_file()}"
+        if self.in_memory:
+            return "the in-memory store (temporary)"
+        assert self.uri is not None
+        return f"{redact_uri(self.uri)} ({self.db}.{self.collection})"
+
+    def label(self) -> str:
+        """One line saying where the data lives, credentials hidden."""
+        where = f"database {self.db!r}, collection {self.collection!r}"
+        if self.local:
+            return (
+                f"local store {self.local_file()} ({where}): kept between commands; "
+                f"set --uri or {ENV_URI} for a MongoDB server"
+            )
+        if self.in_memory:
+            return (
+                f"embedded in-memory store (mongomock, {where}): temporary, lost when this process exits; "
+                f"set --uri or {ENV_URI} for a real server"
+            )
+        assert self.uri is not None
+        return f"{redact_uri(self.uri)} ({where})"
+
+    def index(self) -> tuple[MongoIndexConfig | None, str]:
+        """The ``index=`` config and a description of the embedder (``None``: no semantic search)."""
+        resolved = resolve_embeddings(self.embed, self.dims)
+        if resolved is None:
+            return None, "none: semantic search is off (search by namespace and filter only)"
+        embed, dims, description = resolved
+        config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or ("$",)))
+        return config, description
+
+
+def _timeout(env: Mapping[str, str]) -> float:
+    raw = (env.get(ENV_TIMEOUT) or "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}")
+    return value
