@@ -42,7 +42,9 @@ from mongostore._codec import (
     doc_to_search_item,
     extract_texts,
     item_id,
+    namespace_path,
     text_hash,
+    vector_id,
 )
 from mongostore._steps import (
     Aggregate,
@@ -87,6 +89,8 @@ class PlanContext:
     index: IndexSettings | None
     ttl: TTLSettings | None
     now: datetime
+    # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
+    vector_cache: _vectors.VectorCache | None = None
 
     @property
     def expiry_cutoff(self) -> datetime | None:
@@ -171,6 +175,7 @@ class _Search:
     op: SearchOp
     semantic: bool
     query_vector: list[float] | None = None
+    read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
 
 
 def _texts_for(put: _Put, index: IndexSettings) -> dict[str, str]:
@@ -211,9 +216,9 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         caps: Capabilities = yield Probe()
         use_atlas = caps.vector_search
         # Queries first, in one call: their searches can then join the batch's other reads.
-        vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
+        rows, matrix = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
         for s in semantic:
-            s.query_vector = vectors[str(s.op.query)]
+            s.query_vector = matrix[rows[str(s.op.query)]].tolist()
 
     # ---- 1. every read, in one parallel step -------------------------------------------
     put_list = list(puts.values())
@@ -258,7 +263,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif use_atlas:
             first_answers[s.pos] = answers.pop()
         else:
-            first_answers[s.pos] = (answers.pop(), answers.pop())
+            first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
     for pos, lop in listings:
         results[pos] = _namespaces_result(answers.pop(), lop)
     stored: dict[str, dict[str, str]] = {}  # item id -> {field: text_hash} of its stored vectors
@@ -277,7 +282,10 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             for fname, text in texts.items():
                 if old.get(fname) != text_hash(fname, text):
                     to_embed.setdefault(text)
-    vectors = (yield from _embed(tuple(to_embed), index)) if to_embed and index is not None else {}
+    packed: dict[str, Any] = {}  # text -> its float32 BinData vector
+    if to_embed and index is not None:
+        rows, matrix = yield from _embed(tuple(to_embed), index)
+        packed = dict(zip(rows, q.float32_vectors(matrix), strict=True))
 
     # ---- 3. semantic searches: rank, page, ask Atlas again if a page came back short ------
     for s in semantic:
@@ -285,7 +293,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         if use_atlas:
             docs_scores = yield from _atlas_search(s, index, ctx, first_answers[s.pos])
         else:
-            docs_scores = yield from _local_search(s, index, first_answers[s.pos])
+            docs_scores = yield from _local_search(s, index, ctx, first_answers[s.pos])
         results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
         note_refresh([d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]))
 
@@ -301,8 +309,11 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         if index is not None:
             requests.extend(q.refresh_ttl_requests("vectors", by_ttl, ctx.now, id_field="item_id"))
     item_requests: list[q.WriteRequest] = []
+    cached: list[tuple[int, str, str, str, Any]] = []  # (request index, item, field, hash, vector): the cache
     for p in put_list:
         if p.value is None:
+            if ctx.vector_cache is not None:
+                ctx.vector_cache.forget(p.id)
             reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
             requests.extend(r for r in reqs if r.role == "vectors")
             item_requests.extend(r for r in reqs if r.role == "items")
@@ -320,9 +331,10 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
                 if old.get(fname) == h:
                     unchanged = True
                 else:
+                    cached.append((len(requests), p.id, fname, h, packed[text]))
                     requests.append(
                         q.put_vector_request(
-                            p.namespace, p.key, fname, h, vectors[text], filter_values, ctx.now, p.ttl
+                            p.namespace, p.key, fname, h, packed[text], filter_values, ctx.now, p.ttl
                         )
                     )
             if set(old) - set(texts):
@@ -333,6 +345,9 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     requests.extend(item_requests)
     if requests:
         outcome: WriteOutcome = yield Write(tuple(requests))
+        if ctx.vector_cache is not None and cached:
+            failed = {idx for idx, _ in outcome.errors}
+            ctx.vector_cache.add_many([(iid, f, h, vec) for idx, iid, f, h, vec in cached if idx not in failed])
         failures: dict[tuple[tuple[str, ...], str], str] = {}
         for idx, msg in sorted(outcome.errors):
             target = requests[idx].item
@@ -346,16 +361,21 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
 
 def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
-    """One embedding call; checks the embedder's answer before anything is written."""
+    """One embedding call; checks the embedder's answer before anything is written.
+
+    Returns ``({text: row}, matrix)``: the vectors as one float64 matrix, converted
+    once for the whole call (numpy arrays or lists of numbers alike).
+    """
     embedded = yield Embed(texts)
     if len(embedded) != len(texts):
         raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
-    out: dict[str, list[float]] = {}
-    for text, vec in zip(texts, embedded, strict=True):
+    for vec in embedded:
         if len(vec) != index.dims:
             raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-        out[text] = np.asarray(vec, dtype=np.float64).tolist()  # plain floats for BSON, numpy or not
-    return out
+    matrix = np.asarray(embedded, dtype=np.float64).reshape(len(texts), index.dims)
+    if np.isinf(matrix.astype(np.float32)).any() and np.isfinite(matrix).all():
+        raise ValueError("the embedder returned values too large for float32 vectors")
+    return {text: i for i, text in enumerate(texts)}, matrix
 
 
 def _reads(
@@ -385,7 +405,9 @@ def _reads(
             assert ctx.index is not None
             reads.append(Aggregate("vectors", _atlas_pipeline(s, ctx.index, ctx, _initial_k(s.op, ctx.index))))
         else:
-            reads.extend(_local_candidate_reads(s.op, cutoff))
+            cache = ctx.vector_cache
+            s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
+            reads.extend(_local_candidate_reads(s.op, cutoff, s.read_vectors))
     for _, lop in listings:
         pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff)
         reads.append(Aggregate("items", pipeline, batch_size=LARGE_BATCH))
@@ -416,61 +438,86 @@ def _unscored_filter(op: SearchOp, cutoff: datetime | None) -> dict[str, Any]:
     return {"$and": [base, missing]} if base else missing
 
 
-def _local_candidate_reads(op: SearchOp, cutoff: datetime | None) -> list[Step]:
-    """The items under the prefix that pass the filter (ids only) and their vectors."""
-    return [
+VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
+
+
+def _local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
+    """The items under the prefix that pass the filter (ids and listed hashes) and, unless
+    the store's vector cache already holds the prefix, every vector under it."""
+    reads: list[Step] = [
         Find(
             "items",
             q.search_filter(op.namespace_prefix, op.filter, cutoff),
             {"_id": 1, "vectors": 1, "updated_at": 1},
-        ),
-        Find(
-            "vectors",
-            q.vector_candidates_filter(op.namespace_prefix, cutoff),
-            {"_id": 0, "item_id": 1, "text_hash": 1, "embedding": 1},
-        ),
+            batch_size=LARGE_BATCH,
+        )
     ]
-
-
-def _fetch_items(ids: list[str]) -> Plan:
-    if not ids:
-        return {}
-    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
-    return {d["_id"]: d for d in docs}
+    if with_vectors:
+        reads.append(
+            Find(
+                "vectors",
+                q.vector_candidates_filter(op.namespace_prefix, cutoff),
+                VECTOR_PROJECTION,
+                batch_size=LARGE_BATCH,
+            )
+        )
+    return reads
 
 
 def _local_search(
     s: _Search,
     index: IndexSettings,
-    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    ctx: PlanContext,
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
 ) -> Plan:
-    """Exact ranking: every valid vector under the prefix, best per item, then unscored items."""
+    """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
+
+    A vector counts only while its item (filtered, unexpired) still lists its text hash.
+    The store's ``VectorCache`` holds the embeddings; vectors it lacks are fetched first.
+    """
     items, vecs = candidates
-    valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
-    ids: list[str] = []
-    rows: list[Any] = []
-    for v in vecs:
-        # A vector counts only while its item (filtered, unexpired) still lists its text hash.
-        if v["text_hash"] in valid.get(v["item_id"], ()):
-            ids.append(v["item_id"])
-            rows.append(v["embedding"])
+    cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
+    if vecs is not None:
+        cache.add_documents(vecs)
+        cache.mark_loaded(namespace_path(s.op.namespace_prefix))
+    cands = cache.candidates(items)
+    if cands.missing and vecs is None:
+        filt: dict[str, Any] = {"item_id": {"$in": cands.missing}}
+        if ctx.expiry_cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
+        cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
+        cands = cache.candidates(items)
     assert s.query_vector is not None
-    ranked: list[tuple[str, float | None]] = list(
-        _vectors.best_per_item(
-            ids, _vectors.similarities(s.query_vector, _vectors.as_matrix(rows, index.dims), index.similarity)
+    end = s.op.offset + s.op.limit
+    while True:
+        ranked: list[tuple[str, float | None, int | None]] = list(
+            cache.rank(s.query_vector, cands, index.similarity, end)
         )
-    )
-    # Items that have no vectors at all come after every scored item. An item whose
-    # vectors are all stale (a write failed between them) is left out until its next
-    # put repairs it, as on the Atlas path, which cannot see it either.
-    unscored = sorted(
-        (d for d in items if not d.get("vectors")),
-        key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
-    )
-    ranked.extend((d["_id"], None) for d in unscored)
-    page = ranked[s.op.offset : s.op.offset + s.op.limit]
-    docs = yield from _fetch_items([iid for iid, _ in page])
-    return [(docs[iid], score) for iid, score in page if iid in docs]
+        # Items that have no vectors at all come after every scored item. An item whose
+        # vectors are all stale (a write failed between them) is left out until its next
+        # put repairs it, as on the Atlas path, which cannot see it either.
+        if len(ranked) < end:
+            unscored = sorted(cands.unscored, key=lambda d: (-d["updated_at"].timestamp(), d["_id"]))
+            ranked.extend((d["_id"], None, None) for d in unscored)
+        page = ranked[s.op.offset : end]
+        # The page's items, and (same trip) a check that each scored one's best vector is
+        # still stored under the hash its item lists: held rows outlive a failed write.
+        held = {vector_id(iid, cache.vector_of(r)[1]): r for iid, _, r in page if r is not None}
+        page_ids = [iid for iid, _, _ in page]
+        reads: list[Step] = [Find("items", {"_id": {"$in": page_ids}}, {**ITEM_PROJECTION, "_id": 1})]
+        if held:
+            check: dict[str, Any] = {"_id": {"$in": list(held)}}
+            if ctx.expiry_cutoff is not None:
+                check = {"$and": [check, q.not_expired(ctx.expiry_cutoff)]}
+            reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
+        answers = (yield Parallel(tuple(reads))) if page else [[], []]
+        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
+        gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
+        if not gone:
+            break
+        cands = cache.drop_rows(cands, gone)
+    docs = {d["_id"]: d for d in answers[0]}
+    return [(docs[iid], score) for iid, score, _ in page if iid in docs]
 
 
 def _initial_k(op: SearchOp, index: IndexSettings) -> int:

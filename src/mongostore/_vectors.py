@@ -1,5 +1,9 @@
 """Exact vector ranking with numpy, for servers without ``$vectorSearch``.
 
+``VectorCache`` keeps the stored embeddings in the client as one float32 matrix,
+reused across searches; ``similarities`` and ``best_per_item`` are the reference
+(float64) ranking it must agree with.
+
 Scores are what LangGraph's stores report: cosine similarity in [-1, 1] (0 for a
 zero vector), the dot product, or minus the Euclidean distance. The same inputs
 rank the same way here and on Atlas (which reports a monotone transform of the
@@ -8,7 +12,9 @@ same similarity, converted back by the pipeline).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +37,9 @@ def as_matrix(embeddings: Sequence[Any], dims: int) -> npt.NDArray[np.float32]:
 
 
 def similarities(
-    query: Sequence[float], matrix: npt.NDArray[np.float32] | Sequence[Sequence[float]], similarity: str
+    query: Sequence[float] | npt.NDArray[np.float64],
+    matrix: npt.NDArray[np.float32] | Sequence[Sequence[float]],
+    similarity: str,
 ) -> npt.NDArray[np.float64]:
     """Similarity of ``query`` to each row of ``matrix``."""
     m = np.asarray(matrix, dtype=np.float64)
@@ -41,7 +49,10 @@ def similarities(
     if similarity == "euclidean":
         dist: npt.NDArray[np.float64] = np.linalg.norm(m - q, axis=1)
         return -dist
-    dots = m @ q
+    # Row by row (a pairwise sum along each row), not ``m @ q``: BLAS may round a row
+    # differently with the number of rows around it, and equal vectors must tie exactly
+    # whether they are scored among 10 rows or 100,000.
+    dots: npt.NDArray[np.float64] = (m * q).sum(axis=1)
     if similarity == "dotProduct":
         return dots
     norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
@@ -57,3 +68,333 @@ def best_per_item(item_ids: Sequence[str], scores: npt.NDArray[np.float64]) -> l
         if iid not in best or score > best[iid]:
             best[iid] = score
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# --------------------------------------------------------------------------- the client-side matrix
+
+# float32 unit roundoff, and a bound on a float32 dot product's error relative to
+# |q| |r| for dims terms (the summation, plus rounding the query to float32), with a
+# safety factor of 4.
+_U32 = 2.0**-24
+_VECTOR_HEADER = b"\x27\x00"  # BSON binary vector: dtype float32, no padding
+
+
+def _error_bound(dims: int) -> float:
+    return 4.0 * (dims + 8) * _U32
+
+
+@dataclass
+class Candidates:
+    """A search's candidate items mapped onto the cache's rows.
+
+    ``item_index[j]`` is the position in ``items`` of the item that row ``rows[j]``
+    belongs to; ``missing`` lists items that name a text hash the cache does not hold.
+    """
+
+    items: list[dict[str, Any]]
+    item_index: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+    scored: int  # items with at least one row
+    per_item: int  # most rows of any one item
+    missing: list[str]
+    unscored: list[dict[str, Any]]  # items that list no hash at all
+
+
+class VectorCache:
+    """Stored embeddings held in the client as one float32 matrix, reused across searches.
+
+    A row holds the embedding of one (item id, text hash) pair. Vectors are content
+    addressed: the hash fixes the text, and a store embeds a text once and never
+    rewrites a vector under an unchanged hash, so a row can never be stale. Each
+    search still reads its candidate items (ids and the hashes they list: it needs
+    them for the filter anyway), maps them onto rows, and fetches only the pairs it
+    does not hold: it sees every write, from this process or any other.
+
+    Memory: ``4 x dims`` bytes per vector in the matrix (the capacity grows by
+    half when full), plus about 300 bytes of bookkeeping (norm, LRU stamp, the hash
+    string, the item's row list). Past ``max_rows`` (by default 1 GiB of matrix) the
+    least recently ranked quarter is dropped; a later search fetches it again.
+    Thread-safe: a store's searches may run in several threads.
+    """
+
+    def __init__(self, dims: int, max_rows: int | None = None) -> None:
+        self.dims = dims
+        self.max_rows = max_rows if max_rows is not None else max(1024, (1 << 30) // (4 * dims))
+        self._m = np.zeros((0, dims), dtype=np.float32)
+        self._sq = np.zeros(0, dtype=np.float64)  # squared norm of each row (float64)
+        self._used = np.zeros(0, dtype=np.int64)  # search clock when last ranked
+        self._hash: list[str | None] = []  # None: a free row
+        self._item: list[str | None] = []
+        self._field: list[str | None] = []
+        self._rows: dict[str, list[int]] = {}  # item id -> its rows
+        self._free: list[int] = []
+        self._n = 0  # rows ever handed out (the matrix's used height)
+        self._clock = 0
+        self._loaded: set[str] = set()
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ contents
+
+    def __len__(self) -> int:
+        return self._n - len(self._free)
+
+    def nbytes(self) -> int:
+        """Bytes of the arrays (matrix, norms, stamps) at their current capacity."""
+        return int(self._m.nbytes + self._sq.nbytes + self._used.nbytes)
+
+    def covers(self, prefix_path: str) -> bool:
+        """True once every vector under an ancestor of (or exactly) this prefix was read."""
+        with self._lock:
+            return any(prefix_path.startswith(p) for p in self._loaded)
+
+    def mark_loaded(self, prefix_path: str) -> None:
+        with self._lock:
+            self._loaded = {p for p in self._loaded if not p.startswith(prefix_path)} | {prefix_path}
+
+    def _row_of(self, item: str, hash_: str) -> int | None:
+        for r in self._rows.get(item, ()):
+            if self._hash[r] == hash_:
+                return r
+        return None
+
+    def _allocate(self, count: int) -> list[int]:
+        out = self._free[-count:] if count <= len(self._free) else list(self._free)
+        del self._free[len(self._free) - len(out) :]
+        extra = count - len(out)
+        if extra:
+            need = self._n + extra
+            if need > len(self._m):
+                cap = max(need, len(self._m) + len(self._m) // 2, 64)
+                m = np.zeros((cap, self.dims), dtype=np.float32)
+                m[: self._n] = self._m[: self._n]
+                self._m = m
+                self._sq = np.concatenate([self._sq[: self._n], np.zeros(cap - self._n)])
+                self._used = np.concatenate([self._used[: self._n], np.zeros(cap - self._n, dtype=np.int64)])
+                self._hash.extend([None] * (cap - len(self._hash)))
+                self._item.extend([None] * (cap - len(self._item)))
+                self._field.extend([None] * (cap - len(self._field)))
+            out.extend(range(self._n, need))
+            self._n = need
+        return out
+
+    def _store(self, entries: list[tuple[str, str, str]], matrix: npt.NDArray[np.float32]) -> None:
+        rows = self._allocate(len(entries))
+        idx = np.asarray(rows, dtype=np.int64)
+        self._m[idx] = matrix
+        as64 = matrix.astype(np.float64)
+        self._sq[idx] = np.einsum("ij,ij->i", as64, as64)
+        self._used[idx] = self._clock
+        for r, (item, field, hash_) in zip(rows, entries, strict=True):
+            self._hash[r] = hash_
+            self._item[r] = item
+            self._field[r] = field
+            self._rows.setdefault(item, []).append(r)
+        if len(self) > self.max_rows:
+            self._evict(len(self) - (self.max_rows * 3) // 4)
+
+    def _release(self, r: int) -> None:
+        item = self._item[r]
+        if item is not None:
+            rows = self._rows.get(item)
+            if rows is not None:
+                rows.remove(r)
+                if not rows:
+                    del self._rows[item]
+        self._hash[r] = None
+        self._item[r] = None
+        self._field[r] = None
+        self._free.append(r)
+
+    def _evict(self, count: int) -> None:
+        live = np.asarray([r for r in range(self._n) if self._hash[r] is not None], dtype=np.int64)
+        oldest = live[np.argsort(self._used[live], kind="stable")[:count]]
+        for r in oldest.tolist():
+            self._release(int(r))
+
+    def add(self, item: str, field: str, hash_: str, embedding: Any) -> None:
+        """Hold one vector (a float32 BinData vector, or numbers)."""
+        self.add_many([(item, field, hash_, embedding)])
+
+    def add_many(self, vectors: Sequence[tuple[str, str, str, Any]]) -> None:
+        """Hold these (item id, field, text hash, embedding) vectors; pairs already held are skipped."""
+        with self._lock:
+            seen: set[tuple[str, str]] = set()
+            entries: list[tuple[str, str, str]] = []
+            packed: list[bytes] = []
+            numbers: list[tuple[int, Any]] = []
+            width = 2 + 4 * self.dims
+            for item, field, hash_, emb in vectors:
+                if (item, hash_) in seen or self._row_of(item, hash_) is not None:
+                    continue
+                seen.add((item, hash_))
+                if isinstance(emb, (bytes, bytearray)) and len(emb) == width and emb[:2] == _VECTOR_HEADER:
+                    packed.append(bytes(emb))
+                else:
+                    arr = np.frombuffer(emb, dtype="<f4", offset=2) if isinstance(emb, (bytes, bytearray)) else emb
+                    numbers.append((len(entries), np.asarray(arr, dtype=np.float32).reshape(-1)))
+                    packed.append(b"")
+                entries.append((item, field, hash_))
+            if not entries:
+                return
+            matrix = np.empty((len(entries), self.dims), dtype=np.float32)
+            if not numbers:
+                raw = np.frombuffer(b"".join(packed), dtype=np.uint8).reshape(len(entries), width)
+                matrix[:] = raw[:, 2:].copy().view("<f4")
+            else:
+                for i, blob in enumerate(packed):
+                    if blob:
+                        matrix[i] = np.frombuffer(blob, dtype="<f4", offset=2)
+                for i, arr in numbers:
+                    if arr.shape != (self.dims,):
+                        raise ValueError(
+                            f"the stored embedding of item {entries[i][0]!r} has {arr.size} dimensions; "
+                            f"index['dims'] is {self.dims}"
+                        )
+                    matrix[i] = arr
+            self._store(entries, matrix)
+
+    def add_documents(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Hold the vectors of stored vector documents (``item_id``, ``field``, ``text_hash``, ``embedding``)."""
+        self.add_many([(d["item_id"], d["field"], d["text_hash"], d["embedding"]) for d in docs])
+
+    def vector_of(self, row: int) -> tuple[str, str, str]:
+        """(item id, field, text hash) of a held row."""
+        item, field, hash_ = self._item[row], self._field[row], self._hash[row]
+        assert item is not None and field is not None and hash_ is not None
+        return item, field, hash_
+
+    def drop_rows(self, cands: Candidates, rows: set[int]) -> Candidates:
+        """Release rows whose vector documents turned out to be gone; the candidates without them."""
+        with self._lock:
+            for r in rows:
+                if self._hash[r] is not None:
+                    self._release(r)
+            keep = ~np.isin(cands.rows, np.fromiter(rows, dtype=np.int64, count=len(rows)))
+            index = cands.item_index[keep]
+            return Candidates(
+                cands.items,
+                index,
+                cands.rows[keep],
+                int(np.unique(index).size),
+                cands.per_item,
+                cands.missing,
+                cands.unscored,
+            )
+
+    def forget(self, item: str) -> None:
+        """Drop an item's rows (it was deleted or re-put with other texts)."""
+        with self._lock:
+            for r in list(self._rows.get(item, ())):
+                self._release(r)
+
+    # ------------------------------------------------------------------ searching
+
+    def candidates(self, items: list[dict[str, Any]]) -> Candidates:
+        """Map candidate items (``_id`` and ``vectors``, the hashes they list) onto rows.
+
+        Rows of a candidate whose hash it no longer lists are released on the way.
+        """
+        with self._lock:
+            rows_of, hash_of = self._rows, self._hash
+            item_index: list[int] = []
+            rows: list[int] = []
+            missing: list[str] = []
+            unscored: list[dict[str, Any]] = []
+            scored = per_item = 0
+            stale: list[int] = []
+            for i, d in enumerate(items):
+                listed = d.get("vectors")
+                if not listed:
+                    unscored.append(d)
+                    continue
+                iid = d["_id"]
+                held = rows_of.get(iid)
+                if held is None:
+                    missing.append(iid)
+                    continue
+                found = 0
+                for r in held:
+                    if hash_of[r] in listed:
+                        item_index.append(i)
+                        rows.append(r)
+                        found += 1
+                    else:
+                        stale.append(r)
+                if found < len(listed):
+                    missing.append(iid)
+                if found:
+                    scored += 1
+                    per_item = max(per_item, found)
+            for r in stale:
+                self._release(r)
+            return Candidates(
+                items,
+                np.asarray(item_index, dtype=np.int64),
+                np.asarray(rows, dtype=np.int64),
+                scored,
+                per_item,
+                missing,
+                unscored,
+            )
+
+    def rank(
+        self, query: Sequence[float], cands: Candidates, similarity: str, k: int
+    ) -> list[tuple[str, float, int]]:
+        """The ``k`` best items as (item id, score, row of its best vector), best first, ties by item id.
+
+        Exactly what ``best_per_item(similarities(...))`` over every row gives: the
+        matrix is scored in float32, rows that could reach the top ``k`` under a
+        rigorous float32 error bound are kept, and those are re-scored in float64.
+        """
+        rows = cands.rows
+        if k <= 0 or rows.size == 0:
+            return []
+        with self._lock:
+            self._clock += 1
+            self._used[rows] = self._clock
+            q64 = np.asarray(query, dtype=np.float64)
+            q32 = q64.astype(np.float32)
+            if rows.size * 4 >= self._n:
+                dots = (self._m[: self._n] @ q32)[rows].astype(np.float64)
+            else:
+                dots = (self._m[rows] @ q32).astype(np.float64)
+            sq = self._sq[rows]
+            norms = np.sqrt(sq)
+            nq = float(np.linalg.norm(q64))
+            eps = _error_bound(self.dims)
+            err: Any
+            if similarity == "euclidean":  # rank by -d^2 = -(|r|^2 - 2 r.q + |q|^2)
+                approx = -(sq - 2.0 * dots + nq * nq)
+                err = 2.0 * eps * norms * nq + 1e-12 * (sq + nq * nq)
+            elif similarity == "dotProduct":
+                approx = dots
+                err = eps * norms * nq
+            else:
+                denom = norms * nq
+                approx = np.zeros_like(dots)
+                np.divide(dots, denom, out=approx, where=denom > 0)
+                err = eps
+            lower = approx - err
+            want = min(k, cands.scored)
+            threshold = -np.inf
+            if want < cands.scored:
+                m = min(rows.size, want * max(1, cands.per_item))
+                top = np.argpartition(-lower, m - 1)[:m] if m < rows.size else np.arange(rows.size)
+                top = top[np.argsort(-lower[top], kind="stable")]
+                seen: set[int] = set()
+                owners = cands.item_index
+                for j in top.tolist():
+                    seen.add(int(owners[j]))
+                    if len(seen) == want:
+                        threshold = float(lower[j])
+                        break
+            keep = np.nonzero(approx + err >= threshold)[0]
+            kept = rows[keep]
+            exact = similarities(q64, self._m[kept].astype(np.float64), similarity).tolist()
+            best: dict[str, tuple[float, int]] = {}
+            for i, score, r in zip(cands.item_index[keep].tolist(), exact, kept.tolist(), strict=True):
+                iid = cands.items[i]["_id"]
+                if iid not in best or score > best[iid][0]:
+                    best[iid] = (score, r)
+        ordered = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]
+        return [(iid, score, r) for iid, (score, r) in ordered]

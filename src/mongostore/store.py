@@ -25,6 +25,7 @@ from pymongo.driver_info import DriverInfo
 from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
+from mongostore._vectors import VectorCache
 from mongostore.analytics import scoped_pipeline
 from mongostore.config import IndexSettings, TTLSettings, VectorSearchMode, index_settings, ttl_settings
 
@@ -51,6 +52,7 @@ class _StoreConfig:
     vectors_collection: Any | None
     _index: IndexSettings | None
     _ttl: TTLSettings | None
+    _vector_cache: VectorCache | None
 
     def _configure(
         self,
@@ -67,6 +69,8 @@ class _StoreConfig:
         self.index_config = dict(index) if index is not None else None
         self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
         self.vectors_collection = None
+        # Local ranking's client-side matrix of stored embeddings, reused across searches.
+        self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
         if self._index is None:
             return collection, None, None, "auto"
         if vectors_collection is None:
@@ -75,7 +79,7 @@ class _StoreConfig:
         return collection, vectors_collection, self._index.embeddings, self._index.vector_search
 
     def _context(self) -> _plan.PlanContext:
-        return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow())
+        return _plan.PlanContext(self.collection.name, self._index, self._ttl, utcnow(), self._vector_cache)
 
     def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         cutoff = utcnow() if self._ttl is not None and self._ttl.omit_expired else None
