@@ -177,18 +177,49 @@ class VectorCache:
             self._n = need
         return out
 
-    def _store(self, entries: list[tuple[str, str, str]], matrix: npt.NDArray[np.float32]) -> None:
+    def _store(self, entries: list[tuple[str, str, str, Any]]) -> None:
+        """Write (item, field, hash, embedding) entries into free or new rows."""
         rows = self._allocate(len(entries))
+        m, width = self._m, 2 + 4 * self.dims
         idx = np.asarray(rows, dtype=np.int64)
-        self._m[idx] = matrix
-        as64 = matrix.astype(np.float64)
-        self._sq[idx] = np.einsum("ij,ij->i", as64, as64)
+        try:
+            packed = [e for _, _, _, e in entries]
+            if all(isinstance(e, (bytes, bytearray)) and len(e) == width and e[:2] == _VECTOR_HEADER for e in packed):
+                # float32 BinData vectors (what the store writes): one copy for the lot
+                raw = np.frombuffer(b"".join(packed), dtype=np.uint8).reshape(len(entries), width)
+                block = np.ascontiguousarray(raw[:, 2:]).view("<f4")
+                if np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
+                    m[idx[0] : idx[-1] + 1] = block
+                else:
+                    m[idx] = block
+            else:
+                for r, (item, _, _, emb) in zip(rows, entries, strict=True):
+                    arr = np.frombuffer(emb, dtype="<f4", offset=2) if isinstance(emb, (bytes, bytearray)) else emb
+                    arr = np.asarray(arr, dtype=np.float32).reshape(-1)
+                    if arr.shape != (self.dims,):
+                        raise ValueError(
+                            f"the stored embedding of item {item!r} has {arr.size} dimensions; "
+                            f"index['dims'] is {self.dims}"
+                        )
+                    m[r] = arr
+        except BaseException:
+            self._free.extend(rows)
+            raise
+        hash_of, item_of, field_of, rows_of = self._hash, self._item, self._field, self._rows
+        for r, (item, field, hash_, _) in zip(rows, entries, strict=True):
+            hash_of[r] = hash_
+            item_of[r] = item
+            field_of[r] = field
+            held = rows_of.get(item)
+            if held is None:
+                rows_of[item] = [r]
+            else:
+                held.append(r)
+        for start in range(0, idx.size, 16384):  # float64 squared norms, a slice at a time
+            part = idx[start : start + 16384]
+            block = m[part].astype(np.float64)
+            self._sq[part] = np.einsum("ij,ij->i", block, block)
         self._used[idx] = self._clock
-        for r, (item, field, hash_) in zip(rows, entries, strict=True):
-            self._hash[r] = hash_
-            self._item[r] = item
-            self._field[r] = field
-            self._rows.setdefault(item, []).append(r)
         if len(self) > self.max_rows:
             self._evict(len(self) - (self.max_rows * 3) // 4)
 
@@ -218,40 +249,13 @@ class VectorCache:
     def add_many(self, vectors: Sequence[tuple[str, str, str, Any]]) -> None:
         """Hold these (item id, field, text hash, embedding) vectors; pairs already held are skipped."""
         with self._lock:
-            seen: set[tuple[str, str]] = set()
-            entries: list[tuple[str, str, str]] = []
-            packed: list[bytes] = []
-            numbers: list[tuple[int, Any]] = []
-            width = 2 + 4 * self.dims
-            for item, field, hash_, emb in vectors:
-                if (item, hash_) in seen or self._row_of(item, hash_) is not None:
-                    continue
-                seen.add((item, hash_))
-                if isinstance(emb, (bytes, bytearray)) and len(emb) == width and emb[:2] == _VECTOR_HEADER:
-                    packed.append(bytes(emb))
-                else:
-                    arr = np.frombuffer(emb, dtype="<f4", offset=2) if isinstance(emb, (bytes, bytearray)) else emb
-                    numbers.append((len(entries), np.asarray(arr, dtype=np.float32).reshape(-1)))
-                    packed.append(b"")
-                entries.append((item, field, hash_))
-            if not entries:
-                return
-            matrix = np.empty((len(entries), self.dims), dtype=np.float32)
-            if not numbers:
-                raw = np.frombuffer(b"".join(packed), dtype=np.uint8).reshape(len(entries), width)
-                matrix[:] = raw[:, 2:].copy().view("<f4")
-            else:
-                for i, blob in enumerate(packed):
-                    if blob:
-                        matrix[i] = np.frombuffer(blob, dtype="<f4", offset=2)
-                for i, arr in numbers:
-                    if arr.shape != (self.dims,):
-                        raise ValueError(
-                            f"the stored embedding of item {entries[i][0]!r} has {arr.size} dimensions; "
-                            f"index['dims'] is {self.dims}"
-                        )
-                    matrix[i] = arr
-            self._store(entries, matrix)
+            # (item, hash) pairs are unique among vector documents (the hash covers the field).
+            rows_of, hash_of = self._rows, self._hash
+            entries = [
+                e for e in vectors if (held := rows_of.get(e[0])) is None or all(hash_of[r] != e[2] for r in held)
+            ]
+            if entries:
+                self._store(entries)
 
     def add_documents(self, docs: Sequence[dict[str, Any]]) -> None:
         """Hold the vectors of stored vector documents (``item_id``, ``field``, ``text_hash``, ``embedding``)."""
@@ -300,7 +304,7 @@ class VectorCache:
             rows: list[int] = []
             missing: list[str] = []
             unscored: list[dict[str, Any]] = []
-            scored = per_item = 0
+            scored, per_item = 0, 1
             stale: list[int] = []
             for i, d in enumerate(items):
                 listed = d.get("vectors")
@@ -311,6 +315,11 @@ class VectorCache:
                 held = rows_of.get(iid)
                 if held is None:
                     missing.append(iid)
+                    continue
+                if len(held) == 1 and len(listed) == 1 and hash_of[held[0]] == listed[0]:  # the usual case
+                    item_index.append(i)
+                    rows.append(held[0])
+                    scored += 1
                     continue
                 found = 0
                 for r in held:
