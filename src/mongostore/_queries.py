@@ -20,7 +20,7 @@ import numpy.typing as npt
 from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
 from langgraph.store.base import MatchCondition
 
-from mongostore._codec import ancestor_paths, item_id, namespace_path, vector_id
+from mongostore._codec import ancestor_paths, item_id, namespace_key, namespace_path, vector_id
 from mongostore.errors import InvalidFilterError
 
 Role = Literal["items", "vectors"]
@@ -82,16 +82,27 @@ def namespaces_match(conditions: Sequence[MatchCondition] | None) -> dict[str, A
     return {"$and": clauses}
 
 
+NS_KEY = "ns_key"  # namespace_key(namespace), stored on each item: it sorts as the tuples do
+
+
 def list_namespaces_pipeline(
     conditions: Sequence[MatchCondition] | None,
     max_depth: int | None,
     now: datetime | None,
+    offset: int | None = None,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Distinct namespaces (truncated to ``max_depth``) that satisfy the conditions.
 
-    Sorting and paging happen after this, on namespace tuples: MongoDB sorts arrays
-    by their smallest element, not lexicographically, so a server-side ``$sort``
-    could not give LangGraph's order.
+    Without ``limit``: every distinct namespace, for the client to sort (MongoDB sorts
+    arrays by their smallest element, not as tuples). With ``limit``: sorted and paged
+    on the server, one ``$facet`` document back: ``page`` (the namespaces) and
+    ``unkeyed`` (groups whose items all lack ``ns_key``: documents written before it
+    existed; then the client must fall back to sorting everything).
+
+    Each group sorts by the smallest ``ns_key`` of its items: every key in a group
+    starts with the key of the group's (truncated) namespace, and a group shorter than
+    ``max_depth`` holds exactly that namespace, so the groups come out in tuple order.
     """
     match: dict[str, Any] = namespaces_match(conditions)
     if now is not None:
@@ -104,8 +115,44 @@ def list_namespaces_pipeline(
     pipeline: list[dict[str, Any]] = []
     if match:
         pipeline.append({"$match": match})
-    pipeline.append({"$group": {"_id": ns}})
+    if limit is None:
+        pipeline.append({"$group": {"_id": ns}})
+        return pipeline
+    if limit < 1 or offset is None or offset < 0:
+        raise ValueError(f"server-side paging needs limit >= 1 and offset >= 0, got {limit!r}, {offset!r}")
+    pipeline.append({"$group": {"_id": ns, "k": {"$min": "$" + NS_KEY}}})
+    pipeline.append(
+        {
+            "$facet": {
+                "page": [{"$sort": {"k": 1}}, {"$skip": offset}, {"$limit": limit}, {"$project": {"_id": 1}}],
+                "unkeyed": [{"$match": {"k": None}}, {"$count": "n"}],
+            }
+        }
+    )
     return pipeline
+
+
+def ns_key_migration() -> WriteRequest:
+    """Give items written before ``ns_key`` existed their key, on the server (MongoDB 4.2+)."""
+    rest = {"$slice": ["$namespace", 1, {"$max": [1, {"$size": "$namespace"}]}]}
+    joined = {
+        "$reduce": {
+            "input": rest,
+            "initialValue": {"$arrayElemAt": ["$namespace", 0]},
+            "in": {"$concat": ["$$value", "\x00", "$$this"]},
+        }
+    }
+    return WriteRequest(
+        "items",
+        "update_many",
+        {NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}},
+        [{"$set": {NS_KEY: joined}}],
+    )
+
+
+def ns_key_request(_id: Any, namespace: Sequence[str]) -> WriteRequest:
+    """The same, for one item, computed in the client (servers or fakes without ``$reduce``)."""
+    return WriteRequest("items", "update_one", {"_id": _id}, {"$set": {NS_KEY: namespace_key(list(namespace))}})
 
 
 # --------------------------------------------------------------------------- filters
@@ -412,7 +459,7 @@ class WriteRequest:
     role: Role
     kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
     filter: dict[str, Any]
-    update: dict[str, Any] | None = None
+    update: dict[str, Any] | list[dict[str, Any]] | None = None  # a list: an update pipeline
     upsert: bool = False
     item: tuple[tuple[str, ...], str] | None = field(default=None, compare=False)
 
@@ -437,6 +484,7 @@ def put_item_request(
         "namespace": list(namespace),
         "path": path,
         "depth": len(namespace),
+        NS_KEY: namespace_key(namespace),
         "key": key,
         "value": value,
         "updated_at": now,
