@@ -216,9 +216,9 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         caps: Capabilities = yield Probe()
         use_atlas = caps.vector_search
         # Queries first, in one call: their searches can then join the batch's other reads.
-        rows, matrix = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
+        vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
         for s in semantic:
-            s.query_vector = matrix[rows[str(s.op.query)]].tolist()
+            s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
 
     # ---- 1. every read, in one parallel step -------------------------------------------
     put_list = list(puts.values())
@@ -281,20 +281,20 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
 
     # ---- 2. one embedding call for the new texts of the puts ----------------------------
-    put_texts: dict[str, dict[str, str]] = {}
+    put_texts: dict[str, dict[str, tuple[str, str]]] = {}  # item id -> {field: (text, hash)}
     to_embed: dict[str, None] = {}
     if index is not None:
         for p in indexed_puts:
-            texts = _texts_for(p, index)
+            texts = {fname: (text, text_hash(fname, text)) for fname, text in _texts_for(p, index).items()}
             put_texts[p.id] = texts
             old = stored.get(p.id, {})
-            for fname, text in texts.items():
-                if old.get(fname) != text_hash(fname, text):
+            for fname, (text, h) in texts.items():
+                if old.get(fname) != h:
                     to_embed.setdefault(text)
     packed: dict[str, Any] = {}  # text -> its float32 BinData vector
     if to_embed and index is not None:
-        rows, matrix = yield from _embed(tuple(to_embed), index)
-        packed = dict(zip(rows, q.float32_vectors(matrix), strict=True))
+        embedded = yield from _embed(tuple(to_embed), index)
+        packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
 
     # ---- 3. semantic searches: rank, page, ask Atlas again if a page came back short ------
     for s in semantic:
@@ -334,8 +334,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             filter_values = q.filter_field_values(p.value, index.filter_fields)
             hashes = []
             unchanged = False
-            for fname, text in texts.items():
-                h = text_hash(fname, text)
+            for fname, (text, h) in texts.items():
                 hashes.append(h)
                 if old.get(fname) == h:
                     unchanged = True
@@ -372,8 +371,8 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     """One embedding call; checks the embedder's answer before anything is written.
 
-    Returns ``({text: row}, matrix)``: the vectors as one float64 matrix, converted
-    once for the whole call (numpy arrays or lists of numbers alike).
+    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
+    puts pack it straight to float32, queries take plain floats).
     """
     embedded = yield Embed(texts)
     if len(embedded) != len(texts):
@@ -381,10 +380,7 @@ def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     for vec in embedded:
         if len(vec) != index.dims:
             raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-    matrix = np.asarray(embedded, dtype=np.float64).reshape(len(texts), index.dims)
-    if np.isinf(matrix.astype(np.float32)).any() and np.isfinite(matrix).all():
-        raise ValueError("the embedder returned values too large for float32 vectors")
-    return {text: i for i, text in enumerate(texts)}, matrix
+    return dict(zip(texts, embedded, strict=True))
 
 
 def _reads(

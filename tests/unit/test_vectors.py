@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mongostore._queries import float32_vectors
+from mongostore._queries import float32_vector
 from mongostore._vectors import VectorCache, best_per_item, similarities
 
 DIMS = 16
@@ -43,7 +43,7 @@ def random_case(
                 v = rng.standard_normal(DIMS).astype(np.float32) * np.float32(rng.uniform(0.1, 10))
             h = f"h{i}-{f}"
             hashes.append(h)
-            packed = float32_vectors(v[None, :])[0] if rng.random() < 0.5 else v.tolist()
+            packed = float32_vector(v.tolist()) if rng.random() < 0.5 else v.tolist()
             vectors.append((iid, f"f{f}", h, packed))
             valid.append((iid, v))
         if rng.random() < 0.2:  # a stale vector: stored, but its item no longer lists it
@@ -103,5 +103,13 @@ def test_a_stored_embedding_of_the_wrong_size_is_named() -> None:
 def test_packing_matches_binary_from_vector() -> None:
     from bson.binary import Binary, BinaryVectorDtype
 
-    m = np.random.default_rng(1).standard_normal((5, 7))
-    assert float32_vectors(m) == [Binary.from_vector(row.tolist(), BinaryVectorDtype.FLOAT32) for row in m]
+    m = np.random.default_rng(1).standard_normal((5, 7)) * 1e3
+    for row in m:
+        want = Binary.from_vector(row.tolist(), BinaryVectorDtype.FLOAT32)
+        assert float32_vector(row.tolist()) == want == float32_vector(row) == float32_vector(row.astype(np.float32))
+    with pytest.raises(ValueError, match="too large for float32"):
+        float32_vector([1e39, 0.0])
+    with pytest.raises(ValueError, match="too large for float32"):
+        float32_vector(np.array([1e39, 0.0]))
+    with pytest.raises(ValueError, match="not all numbers"):
+        float32_vector([0.5, "x"])  # type: ignore[list-item]
