@@ -192,3 +192,38 @@ def test_ttl_expiry_removes_the_same_documents_at_the_same_moments() -> None:
         assert fast(coll, {"_id": "old"}) == [] and coll.count_documents({}) == 6
     with mock.patch("mongomock.utcnow", return_value=base + timedelta(hours=1)):
         assert ids(coll.find({})) == ["never"]
+
+
+def test_cursor_iteration_gives_what_mongomock_gives() -> None:
+    from mongomock.collection import Cursor
+
+    original = Cursor._mongostore_original_next  # type: ignore[attr-defined]
+    coll = in_memory_collection(collection_name="cursor")
+    coll.insert_many([{"_id": i, "v": i % 7} for i in range(50)])
+
+    def drain(cursor: Any, step: Any) -> list[Any]:
+        out = []
+        while True:
+            try:
+                out.append(step(cursor)["_id"])
+            except StopIteration:
+                return out
+
+    for skip, limit, sort in [(0, 0, None), (5, 0, None), (0, 7, None), (45, 10, None), (3, 4, [("v", -1)])]:
+
+        def make(skip: int = skip, limit: int = limit, sort: Any = sort) -> Any:
+            cur = coll.find({"v": {"$gte": 0}}, skip=skip, limit=limit)
+            return cur.sort(sort) if sort else cur
+
+        assert drain(make(), Cursor.__next__) == drain(make(), original), (skip, limit, sort)
+    # a cursor changed while being read, and rewound
+    cur, ref = coll.find({}), coll.find({})
+    head = [next(cur)["_id"] for _ in range(3)]
+    cur.sort("v", -1)
+    ref_head = [original(ref)["_id"] for _ in range(3)]
+    ref.sort("v", -1)
+    assert head == ref_head
+    assert drain(cur, Cursor.__next__) == drain(ref, original)
+    cur.rewind()
+    ref.rewind()
+    assert drain(cur, Cursor.__next__) == drain(ref, original)
