@@ -149,3 +149,26 @@ def test_a_held_row_whose_vector_document_is_gone_is_not_used() -> None:
     assert "k2" not in [r.key for r in got]
     cold = MongoStore(coll, index=index(e))
     assert [(r.key, r.score) for r in cold.search(NS, query=TEXTS[2], limit=50)] == [(r.key, r.score) for r in got]
+
+
+def test_searches_and_puts_from_several_threads_share_one_matrix_safely() -> None:
+    import concurrent.futures
+
+    e = HashingEmbeddings(384)
+    coll = in_memory_collection(collection_name="threads")
+    store = MongoStore(coll, index=index(e))
+    store.setup()
+    store.batch([PutOp(NS, f"k{i}", {"text": t}) for i, t in enumerate(TEXTS)])
+
+    def work(i: int) -> None:
+        if i % 3 == 0:
+            store.put(NS, f"t{i}", {"text": f"thread note {i} about pizza"})
+        else:
+            store.search(NS, query="pizza", limit=5, offset=i % 4)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(work, range(30)))
+    cold = MongoStore(coll, index=index(e))
+    for query in ("pizza", "thread note 9 about pizza", "lisbon"):
+        want = [(r.key, r.score) for r in cold.search(NS, query=query, limit=50)]
+        assert [(r.key, r.score) for r in store.search(NS, query=query, limit=50)] == want
