@@ -353,7 +353,7 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     requests.extend(item_requests)
     if requests:
         outcome: WriteOutcome = yield Write(tuple(requests))
-        if ctx.vector_cache is not None and cached:
+        if ctx.vector_cache is not None and ctx.vector_cache.in_use and cached:  # (Atlas-only stores: no)
             failed = {idx for idx, _ in outcome.errors}
             ctx.vector_cache.add_many([(iid, f, h, vec) for idx, iid, f, h, vec in cached if idx not in failed])
         failures: dict[tuple[tuple[str, ...], str], str] = {}

@@ -132,6 +132,7 @@ class VectorCache:
         self._clock = 0
         self._loaded: set[str] = set()
         self._lock = threading.RLock()
+        self.in_use = False  # a local search has used it (until then writes need not fill it)
 
     # ------------------------------------------------------------------ contents
 
@@ -299,6 +300,7 @@ class VectorCache:
         Rows of a candidate whose hash it no longer lists are released on the way.
         """
         with self._lock:
+            self.in_use = True
             rows_of, hash_of = self._rows, self._hash
             item_index: list[int] = []
             rows: list[int] = []

@@ -172,3 +172,14 @@ def test_searches_and_puts_from_several_threads_share_one_matrix_safely() -> Non
     for query in ("pizza", "thread note 9 about pizza", "lisbon"):
         want = [(r.key, r.score) for r in cold.search(NS, query=query, limit=50)]
         assert [(r.key, r.score) for r in store.search(NS, query=query, limit=50)] == want
+
+
+def test_a_store_that_never_ranks_locally_holds_no_vectors() -> None:
+    from fakes.atlas import atlas_collection
+
+    e = HashingEmbeddings(384)
+    store = MongoStore(atlas_collection(), index=text_index(e, ["text"]))
+    store.setup()
+    store.batch([PutOp(NS, f"k{i}", {"text": t}) for i, t in enumerate(TEXTS)])
+    assert store.search(NS, query="pizza")[0].score is not None  # ranked by $vectorSearch
+    assert store._vector_cache is not None and len(store._vector_cache) == 0
