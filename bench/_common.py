@@ -1023,3 +1023,41 @@ async def apaired_medians(
                     await fn()
                 samples[name].append((time.perf_counter() - t0) / inner)
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+# --------------------------------------------------------------------------- paired rounds
+
+
+def paired_rounds(fns: dict[str, Callable[[], Any]], rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each function, in interleaved rounds (each round calls every
+    function once, in a rotating order), so that load on a shared machine hits all alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    names = list(fns)
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    with quiet_gc():
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                t0 = time.perf_counter()
+                fns[name]()
+                samples[name].append(time.perf_counter() - t0)
+    return samples
+
+
+def spread(samples: Sequence[float], scale: float = 1.0) -> str:
+    """``median [min-max]`` of samples, scaled (e.g. 1e3 for ms)."""
+    v = sorted(x * scale for x in samples)
+
+    def f(x: float) -> str:
+        return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+    return f"{f(statistics.median(v))} [{f(v[0])}-{f(v[-1])}]"
+
+
+def ratio_spread(num: Sequence[float], den: Sequence[float]) -> str:
+    """Per-round ratios num/den (paired samples): ``median [min-max]``."""
+    ratios = sorted(a / b for a, b in zip(num, den, strict=True) if b > 0)
+    if not ratios:
+        return "n/a"
+    return f"{fmt_ratio(statistics.median(ratios))} [{fmt_ratio(ratios[0])}-{fmt_ratio(ratios[-1])}]"

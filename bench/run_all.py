@@ -16,6 +16,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+import embedded
 import latency
 import overhead
 import roundtrips
@@ -24,8 +25,8 @@ import vectors
 from _common import RESULTS, Row, machine, real_server, save, table
 from _workloads import default_layout, record_all, workloads
 
-FINAL_SECTIONS = ("round trips", "texts embedded", "latency", "client us", "local vectors", "scaling")
-FINAL_VECTOR_ROWS = ("search, ours end to end", "search, ours client-side", "held after load", "one search")
+FINAL_SECTIONS = ("round trips", "texts embedded", "latency", "client us", "local vectors", "scaling", "embedded")
+FINAL_VECTOR_ROWS = ("search, ours", "MB from the server", "memory held per vector")
 
 
 def _final(rows: list[Row]) -> list[Row]:
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="about a minute: fewer repeats, smaller sizes")
     ap.add_argument(
         "--only",
-        default="roundtrips,latency,overhead,vectors,scaling",
+        default="roundtrips,latency,overhead,vectors,scaling,embedded",
         help="comma-separated sections to run (default: all)",
     )
     args = ap.parse_args(argv)
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
             section("overhead", lambda: overhead.rows(recs, args.quick), "3. Client-side overhead, median us/op")
     if "vectors" in only:
         section("vectors", lambda: vectors.rows(args.quick), "4. Local vector ranking vs InMemoryStore")
+    if "embedded" in only:
+        section("embedded", lambda: embedded.rows(args.quick), "6. The embedded store vs InMemoryStore")
     if "scaling" in only:
 
         def run_scaling() -> list[Row]:

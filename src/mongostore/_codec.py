@@ -76,6 +76,16 @@ def namespace_path(namespace: tuple[str, ...]) -> str:
     return "".join(label + "." for label in namespace)
 
 
+def namespace_key(namespace: tuple[str, ...] | list[str]) -> str:
+    """The labels joined with NUL: strings that sort exactly as LangGraph's namespace tuples.
+
+    No label contains NUL (LangGraph rejects it) and NUL sorts before every other
+    character, so ``("a",) < ("a", "b") < ("a-b",) < ("ab",)`` holds for the keys too,
+    by code point in Python and by UTF-8 bytes (MongoDB's binary string order) alike.
+    """
+    return "\x00".join(namespace)
+
+
 def ancestor_paths(namespace: tuple[str, ...]) -> list[str]:
     """Every prefix path of a namespace, itself included: ``["users.", "users.alice."]``."""
     return [namespace_path(namespace[: i + 1]) for i in range(len(namespace))]

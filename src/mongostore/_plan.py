@@ -51,6 +51,7 @@ from mongostore._codec import (
     extract_texts,
     item_doc_size,
     item_id,
+    namespace_path,
     plain_value,
     text_hash,
     unencodable,
@@ -114,6 +115,8 @@ class PlanContext:
     now: datetime
     clock: Callable[[], datetime] = field(default=write_clock, compare=False)
     vectors_name: str = ""
+    # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
+    vector_cache: _vectors.VectorCache | None = None
 
     @property
     def expiry_cutoff(self) -> datetime | None:
@@ -279,6 +282,7 @@ class _Search:
     op: SearchOp
     semantic: bool
     query_vector: list[float] | None = None
+    read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
 
 
 def _texts_for(put: _Put, index: IndexSettings) -> dict[str, str]:
@@ -404,7 +408,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             # Queries first, in one call: their searches can then join the batch's other reads.
             vectors = yield from _embed(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
             for s in semantic:
-                s.query_vector = vectors[str(s.op.query)]
+                s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
 
     # ---- 1. every read, in one parallel step -------------------------------------------
     put_list = list(puts.values())
@@ -472,29 +476,41 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif use_atlas:
             first_answers[s.pos] = answers.pop()
         else:
-            first_answers[s.pos] = (answers.pop(), answers.pop())
+            first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
     for pos, lop in listings:
-        results[pos] = _namespaces_result(answers.pop(), lop)
+        if lop.limit == 0:
+            results[pos] = []
+            continue
+        [facet] = answers.pop() or [{"page": [], "unkeyed": []}]
+        if any(d.get("n", 0) > 0 for d in facet["unkeyed"]):  # ($count gives nothing, or n: 0 on mongomock)
+            # Items written before ns_key existed (setup() adds it): sort every namespace here.
+            pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, ctx.expiry_cutoff)
+            results[pos] = _namespaces_result((yield Aggregate("items", pipeline, batch_size=LARGE_BATCH)), lop)
+        else:
+            results[pos] = [tuple(d["_id"]) for d in facet["page"]]
     stored: dict[str, dict[str, str]] = {}  # item id -> {field: text_hash} of its stored vectors
     if index is not None and put_list:
         for doc in answers.pop():
             stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
 
     # ---- 2. one embedding call for the new texts of the puts ----------------------------
-    put_texts: dict[str, dict[str, str]] = {}
+    put_texts: dict[str, dict[str, tuple[str, str]]] = {}  # item id -> {field: (text, hash)}
     to_embed: dict[str, None] = {}
     if index is not None:
         for p in indexed_puts:
-            texts = _texts_for(p, index)
+            texts = {fname: (text, text_hash(fname, text)) for fname, text in _texts_for(p, index).items()}
             put_texts[p.id] = texts
-            _check_sizes(p, [text_hash(f, t) for f, t in texts.items()], list(texts), ctx)
+            _check_sizes(p, [h for _, h in texts.values()], list(texts), ctx)
             old = stored.get(p.id, {})
-            for fname, text in texts.items():
-                if old.get(fname) != text_hash(fname, text):
+            for fname, (text, h) in texts.items():
+                if old.get(fname) != h:
                     to_embed.setdefault(text)
     if index is not None and index.auto_embed is not None:
         to_embed = {}  # Atlas embeds the stored texts at index time
-    vectors = (yield from _embed(tuple(to_embed), index)) if to_embed and index is not None else {}
+    packed: dict[str, Any] = {}  # text -> its float32 BinData vector
+    if to_embed and index is not None:
+        embedded = yield from _embed(tuple(to_embed), index)
+        packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
 
     # ---- 3. semantic searches: rank, page, ask Atlas again if a page came back short ------
     for s in semantic:
@@ -510,7 +526,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         elif use_atlas:
             docs_scores = yield from _atlas_search(s, index, ctx, first_answers[s.pos])
         else:
-            docs_scores = yield from _local_search(s, index, first_answers[s.pos])
+            docs_scores = yield from _local_search(s, index, ctx, first_answers[s.pos])
         results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
         note_refresh(
             [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
@@ -531,9 +547,12 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         if index is not None:
             requests.extend(q.refresh_ttl_requests("vectors", by_ttl, write_now, id_field="item_id"))
     item_requests: list[q.WriteRequest] = []
+    cached: list[tuple[int, str, str, str, Any]] = []  # (request index, item, field, hash, vector): the cache
     for i, p in enumerate(put_list):
         now = write_now - timedelta(milliseconds=len(put_list) - 1 - i)
         if p.value is None:
+            if ctx.vector_cache is not None:
+                ctx.vector_cache.forget(p.id)
             reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
             requests.extend(r for r in reqs if r.role == "vectors")
             item_requests.extend(r for r in reqs if r.role == "items")
@@ -545,18 +564,20 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
             filter_values = q.filter_field_values(p.value, index.filter_fields)
             hashes = []
             unchanged = False
-            for fname, text in texts.items():
-                h = text_hash(fname, text)
+            for fname, (text, h) in texts.items():
                 hashes.append(h)
                 if old.get(fname) == h:
                     unchanged = True
                 else:
-                    embedding = [] if index.auto_embed is not None else vectors[text]
-                    req = q.put_vector_request(p.namespace, p.key, fname, h, embedding, filter_values, now, p.ttl)
                     if index.auto_embed is not None:
+                        req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl)
                         req = _retrieval.auto_vector_request(req, text)
-                    elif index.stores_text:
-                        req = _retrieval.with_text(req, text)
+                    else:
+                        vec = packed[text]
+                        cached.append((len(requests), p.id, fname, h, vec))
+                        req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl)
+                        if index.stores_text:
+                            req = _retrieval.with_text(req, text)
                     requests.append(req)
             if set(old) - set(texts):
                 requests.append(q.prune_vectors_request(p.namespace, p.key, list(texts)))
@@ -571,6 +592,9 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
         except Exception as exc:
             outcome.write_error = exc
             return outcome
+        if ctx.vector_cache is not None and ctx.vector_cache.in_use and cached:  # (Atlas-only stores: no)
+            failed = {idx for idx, _ in written.errors}
+            ctx.vector_cache.add_many([(iid, f, h, vec) for idx, iid, f, h, vec in cached if idx not in failed])
         item_failed: set[tuple[tuple[str, ...], str]] = set()
         for idx, msg in sorted(written.errors):
             req = requests[idx]
@@ -587,16 +611,18 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
 
 def _embed(texts: tuple[str, ...], index: IndexSettings) -> Plan:
-    """One embedding call; checks the embedder's answer before anything is written."""
+    """One embedding call; checks the embedder's answer before anything is written.
+
+    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
+    puts pack it straight to float32, queries take plain floats).
+    """
     embedded = yield Embed(texts)
     if len(embedded) != len(texts):
         raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
-    out: dict[str, list[float]] = {}
-    for text, vec in zip(texts, embedded, strict=True):
+    for vec in embedded:
         if len(vec) != index.dims:
             raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-        out[text] = np.asarray(vec, dtype=np.float64).tolist()  # plain floats for BSON, numpy or not
-    return out
+    return dict(zip(texts, embedded, strict=True))
 
 
 def _reads(
@@ -631,10 +657,14 @@ def _reads(
             assert ctx.index is not None
             reads.append(Aggregate("vectors", _atlas_pipeline(s, ctx.index, ctx, _initial_k(s.op, ctx.index))))
         else:
-            reads.extend(_local_candidate_reads(s.op, cutoff))
+            cache = ctx.vector_cache
+            s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
+            reads.extend(_local_candidate_reads(s.op, cutoff, s.read_vectors))
     for _, lop in listings:
-        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff)
-        reads.append(Aggregate("items", pipeline, batch_size=LARGE_BATCH))
+        if lop.limit == 0:
+            continue
+        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
+        reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and put_list:
         reads.append(
             Find(
@@ -708,20 +738,30 @@ _BACKED_HASHES: dict[str, Any] = {
 }
 
 
-def _local_candidate_reads(op: SearchOp, cutoff: datetime | None) -> list[Step]:
-    """The items under the prefix that pass the filter (ids only) and their vectors."""
-    return [
+VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
+
+
+def _local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
+    """The items under the prefix that pass the filter (ids and listed hashes) and, unless
+    the store's vector cache already holds the prefix, every vector under it."""
+    reads: list[Step] = [
         Find(
             "items",
             q.search_filter(op.namespace_prefix, op.filter, cutoff),
             {"_id": 1, "vectors": 1, "updated_at": 1},
-        ),
-        Find(
-            "vectors",
-            q.vector_candidates_filter(op.namespace_prefix, cutoff),
-            {"_id": 0, "item_id": 1, "text_hash": 1, "embedding": 1},
-        ),
+            batch_size=LARGE_BATCH,
+        )
     ]
+    if with_vectors:
+        reads.append(
+            Find(
+                "vectors",
+                q.vector_candidates_filter(op.namespace_prefix, cutoff),
+                VECTOR_PROJECTION,
+                batch_size=LARGE_BATCH,
+            )
+        )
+    return reads
 
 
 def _fetch_items(ids: list[str]) -> Plan:
@@ -734,37 +774,62 @@ def _fetch_items(ids: list[str]) -> Plan:
 def _local_search(
     s: _Search,
     index: IndexSettings,
-    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    ctx: PlanContext,
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
 ) -> Plan:
-    """Exact ranking: every valid vector under the prefix, best per item, then unscored items."""
+    """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
+
+    A vector counts only while its item (filtered, unexpired) still lists its text hash.
+    The store's ``VectorCache`` holds the embeddings; vectors it lacks are fetched first.
+    """
     items, vecs = candidates
-    valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
-    ids: list[str] = []
-    rows: list[Any] = []
-    for v in vecs:
-        # A vector counts only while its item (filtered, unexpired) still lists its text hash.
-        if v["text_hash"] in valid.get(v["item_id"], ()):
-            ids.append(v["item_id"])
-            rows.append(v["embedding"])
+    cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
+    if vecs is not None:
+        cache.add_documents(vecs)
+        cache.mark_loaded(namespace_path(s.op.namespace_prefix))
+    cands = cache.candidates(items)
+    if cands.missing and vecs is None:
+        filt: dict[str, Any] = {"item_id": {"$in": cands.missing}}
+        if ctx.expiry_cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
+        cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
+        cands = cache.candidates(items)
     assert s.query_vector is not None
-    ranked: list[tuple[str, float | None]] = list(
-        _vectors.best_per_item(
-            ids, _vectors.similarities(s.query_vector, _vectors.as_matrix(rows, index.dims), index.similarity)
+    end = s.op.offset + s.op.limit
+    while True:
+        ranked: list[tuple[str, float | None, int | None]] = list(
+            cache.rank(s.query_vector, cands, index.similarity, end)
         )
-    )
-    # Items with no valid vector come after every scored item, newest first: those with
-    # no vectors at all, and those whose listed hashes have no vector (a failed vector
-    # write, or a delete or sweep racing a re-put): unscored until their next put
-    # re-embeds them, as on the Atlas path (unscored_pipeline).
-    scored = set(ids)
-    unscored = sorted(
-        (d for d in items if d["_id"] not in scored),
-        key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
-    )
-    ranked.extend((d["_id"], None) for d in unscored)
-    page = ranked[s.op.offset : s.op.offset + s.op.limit]
-    docs = yield from _fetch_items([iid for iid, _ in page])
-    return [(docs[iid], score) for iid, score in page if iid in docs]
+        # Items with no valid vector come after every scored item, newest first: those with
+        # no vectors at all, and those whose listed hashes have no vector (a failed vector
+        # write, or a delete or sweep racing a re-put): unscored until their next put
+        # re-embeds them, as on the Atlas path (unscored_pipeline).
+        if len(ranked) < end:
+            with_rows = set(cands.item_index.tolist())
+            unscored = sorted(
+                (d for i, d in enumerate(items) if i not in with_rows),
+                key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
+            )
+            ranked.extend((d["_id"], None, None) for d in unscored)
+        page = ranked[s.op.offset : end]
+        # The page's items, and (same trip) a check that each scored one's best vector is
+        # still stored under the hash its item lists: held rows outlive a failed write.
+        held = {vector_id(iid, cache.vector_of(r)[1]): r for iid, _, r in page if r is not None}
+        page_ids = [iid for iid, _, _ in page]
+        reads: list[Step] = [Find("items", {"_id": {"$in": page_ids}}, {**ITEM_PROJECTION, "_id": 1})]
+        if held:
+            check: dict[str, Any] = {"_id": {"$in": list(held)}}
+            if ctx.expiry_cutoff is not None:
+                check = {"$and": [check, q.not_expired(ctx.expiry_cutoff)]}
+            reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
+        answers = (yield Parallel(tuple(reads))) if page else [[], []]
+        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
+        gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
+        if not gone:
+            break
+        cands = cache.drop_rows(cands, gone)
+    docs = {d["_id"]: d for d in answers[0]}
+    return [(docs[iid], score) for iid, score, _ in page if iid in docs]
 
 
 def _initial_k(op: SearchOp, index: IndexSettings) -> int:
@@ -1000,6 +1065,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     while queries still run on the old one, so ``queryable`` alone is not enough.
     """
     yield CreateIndexes("items", tuple(q.item_indexes()))
+    yield from _migrate_ns_keys()
     if index is None:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
@@ -1124,6 +1190,23 @@ def _wait_until_ready(
         logger.info("waiting for %s %r: status %s, queryable %s (%.0fs)", what, name, status, queryable, waited)
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+def _migrate_ns_keys() -> Plan:
+    """Items from before ``ns_key`` (list_namespaces' sort key) get it: on the server in one
+    update when it has pipeline updates with ``$reduce``, else computed here."""
+    try:
+        yield Write((q.ns_key_migration(),))
+        return None
+    except (NotImplementedError, TypeError, OperationFailure) as exc:  # mongomock: no $reduce
+        logger.debug("ns_key migration on the server failed (%s); computing the keys here", exc)
+    docs = yield Find(
+        "items", {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}}, {"_id": 1, "namespace": 1},
+        batch_size=LARGE_BATCH,
+    )
+    if docs:
+        yield Write(tuple(q.ns_key_request(d["_id"], d["namespace"]) for d in docs))
+    return None
 
 
 def sweep_plan(now: datetime, with_vectors: bool) -> Plan:

@@ -9,6 +9,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,7 +129,13 @@ class IndexSettings:
 
     def tokenized(self, fields: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
         """Each field path with its tokens, as LangGraph's ``get_text_at_path`` takes them."""
-        return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in (fields or self.fields)]
+        return _tokenized(fields or self.fields)
+
+
+@functools.lru_cache(maxsize=256)
+def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    # Callers only read the tokens; one list per field tuple, parsed once.
+    return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in fields]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from mongostore import _plan
 from mongostore._drivers import SyncIO, run_sync
 from mongostore._mongomock import in_memory_collection
 from mongostore._scope import scoped_pipeline
+from mongostore._vectors import VectorCache
 from mongostore.config import (
     IndexSettings,
     TTLSettings,
@@ -65,6 +66,7 @@ class _StoreConfig:
     vectors_collection: Any | None
     _index: IndexSettings | None
     _ttl: TTLSettings | None
+    _vector_cache: VectorCache | None
 
     def _configure(
         self,
@@ -81,6 +83,8 @@ class _StoreConfig:
         self.index_config = dict(index) if index is not None else None
         self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
         self.vectors_collection = None
+        # Local ranking's client-side matrix of stored embeddings, reused across searches.
+        self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
         if self._index is None:
             return collection, None, None, "auto"
         if vectors_collection is None:
@@ -104,7 +108,14 @@ class _StoreConfig:
         ttl = self._ttl
         if ttl is None or ttl.omit_expired != omit:
             ttl = dataclasses.replace(ttl or TTLSettings(), omit_expired=omit)
-        return _plan.PlanContext(self.collection.name, self._index, ttl, utcnow(), vectors_name=self._vectors_name())
+        return _plan.PlanContext(
+            self.collection.name,
+            self._index,
+            ttl,
+            utcnow(),
+            vectors_name=self._vectors_name(),
+            vector_cache=self._vector_cache,
+        )
 
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""

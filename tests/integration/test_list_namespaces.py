@@ -222,3 +222,54 @@ async def test_parity_with_many_items_per_namespace(make_store: MakeStore, limit
     ref = InMemoryStore()
     ref.batch(ops)
     assert await api.list_namespaces(limit=limit) == ref.list_namespaces(limit=limit) == namespaces[:limit]
+
+
+# Labels whose order as tuples differs from the order of their '.'-joined paths.
+TRICKY = [
+    ("a",),
+    ("a", "b"),
+    ("a-b",),
+    ("a b", "c"),
+    ("ab",),
+    ("a!", "z"),
+    ("a", "b", "c", "d"),
+    ("a", "b-c"),
+    ("é",),
+    ("Z", "a"),
+    ("\U0001f600",),
+    ("a", "~"),
+]
+TRICKY_CALLS: list[dict[str, Any]] = [
+    {},
+    {"max_depth": 1},
+    {"max_depth": 2},
+    {"max_depth": 3, "limit": 4},
+    {"max_depth": 2, "offset": 2, "limit": 3},
+    {"prefix": ("a",), "max_depth": 2},
+    {"offset": 5, "limit": 2},
+    {"limit": 1},
+]
+
+
+async def test_server_side_order_is_tuple_order_for_tricky_labels(make_store: MakeStore) -> None:
+    api = await loaded(make_store, TRICKY)
+    ref = InMemoryStore()
+    ref.batch([PutOp(ns, "k", {"v": 1}) for ns in TRICKY])
+    for kwargs in TRICKY_CALLS:
+        assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs
+
+
+async def test_items_written_before_the_sort_key_still_list_and_setup_adds_it(make_store: MakeStore) -> None:
+    api = await loaded(make_store, TRICKY)
+    coll = api.store.collection
+    unset = coll.update_many({"path": {"$in": ["a-b.", "a.b."]}}, {"$unset": {"ns_key": ""}})
+    if api.is_async:
+        await unset
+    ref = InMemoryStore()
+    ref.batch([PutOp(ns, "k", {"v": 1}) for ns in TRICKY])
+    for kwargs in TRICKY_CALLS:
+        assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs
+    await api.setup()  # migrates
+    assert all("ns_key" in d for d in await api.docs())
+    for kwargs in TRICKY_CALLS:
+        assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs

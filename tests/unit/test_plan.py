@@ -194,11 +194,7 @@ def test_all_reads_are_one_parallel_step() -> None:
                 Find("items", {"_id": {"$in": ["a.\x00k1", "a.\x00k2"]}}, {**ITEM_PROJECTION, "_id": 1}, batch_size=2),
                 Find("items", q.search_filter(("a",), {"c": "red"}, None), ITEM_PROJECTION, q.ITEM_SORT, 2, 3),
                 Find("items", q.search_filter(("b",), None, None), ITEM_PROJECTION, q.ITEM_SORT, 0, 10),
-                Aggregate(
-                    "items",
-                    q.list_namespaces_pipeline((MatchCondition("prefix", ("a",)),), 2, None),
-                    batch_size=100_000,
-                ),
+                Aggregate("items", q.list_namespaces_pipeline((MatchCondition("prefix", ("a",)),), 2, None, 0, 100)),
             )
         )
     ]
@@ -230,14 +226,28 @@ def test_query_without_index_is_a_plain_search() -> None:
     ]
 
 
-def test_list_namespaces_sorts_dedups_and_pages_namespaces() -> None:
+def test_list_namespaces_is_sorted_and_paged_on_the_server() -> None:
     op = ListNamespacesOp(limit=2, offset=1)
-    pipeline = q.list_namespaces_pipeline(None, None, None)
-    docs = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}, {"_id": ["c"]}]
-    steps, results = drive([op], canned({repr(pipeline): docs}))
-    # every distinct namespace is needed (sorted client-side): one batch, no getMore
-    assert steps == [Parallel((Aggregate("items", pipeline, batch_size=100_000),))]
+    pipeline = q.list_namespaces_pipeline(None, None, None, 1, 2)
+    facet = [{"page": [{"_id": ["a", "x"]}, {"_id": ["b"]}], "unkeyed": []}]
+    steps, results = drive([op], canned({repr(pipeline): facet}))
+    assert steps == [Parallel((Aggregate("items", pipeline),))]  # one trip, only the page
     assert results == [[("a", "x"), ("b",)]]
+
+
+def test_list_namespaces_falls_back_when_items_lack_the_sort_key() -> None:
+    op = ListNamespacesOp(limit=2, offset=1)
+    paged = q.list_namespaces_pipeline(None, None, None, 1, 2)
+    everything = q.list_namespaces_pipeline(None, None, None)
+    docs = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}, {"_id": ["c"]}]
+    facet = [{"page": [{"_id": ["b"]}], "unkeyed": [{"n": 1}]}]
+    steps, results = drive([op], canned({repr(paged): facet, repr(everything): docs}))
+    assert steps == [Parallel((Aggregate("items", paged),)), Aggregate("items", everything, batch_size=100_000)]
+    assert results == [[("a", "x"), ("b",)]]
+
+
+def test_list_namespaces_with_limit_zero_asks_for_nothing() -> None:
+    assert drive([ListNamespacesOp(limit=0)], canned()) == ([], [[]])
 
 
 # --------------------------------------------------------------------------- TTL refresh

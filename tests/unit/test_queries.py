@@ -363,6 +363,7 @@ def test_put_item_request_is_an_update_pipeline_without_reads() -> None:
                     "namespace": {"$literal": ["a", "b"]},
                     "path": {"$literal": "a.b."},
                     "depth": 2,
+                    "ns_key": {"$literal": "a\x00b"},
                     "key": {"$literal": "k"},
                     "value": {"$literal": {"v": 1}},
                     # strictly later than the stored updated_at, whatever the clock says
@@ -412,6 +413,7 @@ def test_put_item_request_vector_hashes() -> None:
                 "namespace": {"$literal": ["a"]},
                 "path": {"$literal": "a."},
                 "depth": 1,
+                "ns_key": {"$literal": "a"},
                 "key": {"$literal": "k"},
                 "value": {"$literal": {}},
                 "updated_at": UPDATED_AT,
@@ -470,3 +472,29 @@ def test_item_indexes() -> None:
         q.IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
         q.IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
     ]
+
+
+def test_namespace_keys_sort_as_tuples() -> None:
+    from mongostore._codec import namespace_key
+
+    labels = ["a", "a-b", "a b", "ab", "a!", "b", "Z", "é", "a\x01", "aa", "~", "\U0001f600", "\uff5a"]
+    namespaces = [(x,) for x in labels] + [(x, y) for x in labels[:6] for y in labels[:6]]
+    namespaces += [("a", "b", "c"), ("a", "b", "c", "d")]
+    by_key = sorted(namespaces, key=namespace_key)
+    assert by_key == sorted(namespaces)
+    # MongoDB compares strings by their UTF-8 bytes (simple binary collation)
+    assert sorted(namespaces, key=lambda ns: namespace_key(ns).encode()) == sorted(namespaces)
+
+
+def test_list_namespaces_pipeline_paged_on_the_server() -> None:
+    assert q.list_namespaces_pipeline(None, 2, None, 5, 10) == [
+        {"$group": {"_id": {"$slice": ["$namespace", 2]}, "k": {"$min": "$ns_key"}}},
+        {
+            "$facet": {
+                "page": [{"$sort": {"k": 1}}, {"$skip": 5}, {"$limit": 10}, {"$project": {"_id": 1}}],
+                "unkeyed": [{"$match": {"k": None}}, {"$count": "n"}],
+            }
+        },
+    ]
+    with pytest.raises(ValueError, match="limit >= 1"):
+        q.list_namespaces_pipeline(None, None, None, 0, 0)

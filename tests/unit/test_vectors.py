@@ -1,0 +1,115 @@
+"""``VectorCache``: the float32 matrix ranks exactly as the float64 reference does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mongostore._queries import float32_vector
+from mongostore._vectors import VectorCache, best_per_item, similarities
+
+DIMS = 16
+
+
+def reference(query: Any, pairs: list[tuple[str, np.ndarray]], similarity: str, k: int) -> list[tuple[str, float]]:
+    ids = [iid for iid, _ in pairs]
+    matrix = np.asarray([v for _, v in pairs], dtype=np.float32)
+    return best_per_item(ids, similarities(query, matrix, similarity))[:k]
+
+
+def random_case(
+    seed: int,
+) -> tuple[list[dict[str, Any]], list[tuple[str, str, str, Any]], list[tuple[str, np.ndarray]]]:
+    """Items with 0-3 vectors, many exact and near ties, zero vectors, some unlisted (stale) rows."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((6, DIMS)).astype(np.float32)
+    items: list[dict[str, Any]] = []
+    vectors: list[tuple[str, str, str, Any]] = []
+    valid: list[tuple[str, np.ndarray]] = []
+    for i in range(60):
+        iid = f"i{i:02d}"
+        hashes = []
+        for f in range(int(rng.integers(0, 4))):
+            kind = rng.integers(4)
+            if kind == 0:
+                v = base[rng.integers(6)].copy()  # exact ties across items
+            elif kind == 1:
+                v = (base[rng.integers(6)] + rng.standard_normal(DIMS) * 1e-6).astype(np.float32)  # near ties
+            elif kind == 2:
+                v = np.zeros(DIMS, dtype=np.float32)
+            else:
+                v = rng.standard_normal(DIMS).astype(np.float32) * np.float32(rng.uniform(0.1, 10))
+            h = f"h{i}-{f}"
+            hashes.append(h)
+            packed = float32_vector(v.tolist()) if rng.random() < 0.5 else v.tolist()
+            vectors.append((iid, f"f{f}", h, packed))
+            valid.append((iid, v))
+        if rng.random() < 0.2:  # a stale vector: stored, but its item no longer lists it
+            vectors.append((iid, "old", f"stale{i}", rng.standard_normal(DIMS).astype(np.float32)))
+        items.append({"_id": iid, "vectors": hashes})
+    return items, vectors, valid
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dotProduct", "euclidean"])
+@pytest.mark.parametrize("seed", range(8))
+def test_rank_equals_the_float64_reference(similarity: str, seed: int) -> None:
+    items, vectors, valid = random_case(seed)
+    cache = VectorCache(DIMS)
+    cache.add_many(vectors)
+    cands = cache.candidates(items)
+    assert cands.missing == []
+    rng = np.random.default_rng(100 + seed)
+    for query in (rng.standard_normal(DIMS), np.asarray(valid[0][1], dtype=np.float64), np.zeros(DIMS)):
+        for k in (1, 3, 10, 200):
+            got = [(iid, score) for iid, score, _ in cache.rank(query.tolist(), cands, similarity, k)]
+            want = reference(query, valid, similarity, k)
+            assert [iid for iid, _ in got] == [iid for iid, _ in want]
+            np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-12, atol=1e-12)
+
+
+def test_rows_are_reused_and_missing_hashes_reported() -> None:
+    cache = VectorCache(DIMS)
+    v = np.ones(DIMS, dtype=np.float32)
+    cache.add_many([("a", "f", "h1", v), ("b", "f", "h2", v)])
+    cands = cache.candidates([{"_id": "a", "vectors": ["h1"]}, {"_id": "b", "vectors": ["h3"]}, {"_id": "c"}])
+    assert cands.missing == ["b"] and [d["_id"] for d in cands.unscored] == ["c"]
+    assert len(cache) == 1  # b's row for h2 is no longer listed: released
+    cache.add("b", "f", "h3", v * 2)
+    assert len(cache) == 2 and cache._n == 2  # the released row was reused
+    cache.forget("a")
+    assert len(cache) == 1
+
+
+def test_past_max_rows_the_least_recently_ranked_go() -> None:
+    cache = VectorCache(DIMS, max_rows=8)
+    rng = np.random.default_rng(0)
+    cache.add_many([(f"i{i}", "f", "h", rng.standard_normal(DIMS)) for i in range(8)])
+    recent = cache.candidates([{"_id": f"i{i}", "vectors": ["h"]} for i in range(4, 8)])
+    cache.rank(rng.standard_normal(DIMS).tolist(), recent, "cosine", 2)
+    cache.add_many([(f"j{i}", "f", "h", rng.standard_normal(DIMS)) for i in range(2)])
+    held = cache.candidates([{"_id": f"i{i}", "vectors": ["h"]} for i in range(8)])
+    assert len(cache) <= 8
+    assert set(held.missing) <= {f"i{i}" for i in range(4)}  # the ones not ranked lately
+
+
+def test_a_stored_embedding_of_the_wrong_size_is_named() -> None:
+    cache = VectorCache(DIMS)
+    with pytest.raises(ValueError, match=r"item 'x' has 3 dimensions; index\['dims'\] is 16"):
+        cache.add("x", "f", "h", [1.0, 2.0, 3.0])
+
+
+def test_packing_matches_binary_from_vector() -> None:
+    from bson.binary import Binary, BinaryVectorDtype
+
+    m = np.random.default_rng(1).standard_normal((5, 7)) * 1e3
+    for row in m:
+        want = Binary.from_vector(row.tolist(), BinaryVectorDtype.FLOAT32)
+        assert float32_vector(row.tolist()) == want == float32_vector(row) == float32_vector(row.astype(np.float32))
+    with pytest.raises(ValueError, match="too large for float32"):
+        float32_vector([1e39, 0.0])
+    with pytest.raises(ValueError, match="too large for float32"):
+        float32_vector(np.array([1e39, 0.0]))
+    with pytest.raises(ValueError, match="not all numbers"):
+        float32_vector([0.5, "x"])  # type: ignore[list-item]
