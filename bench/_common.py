@@ -44,7 +44,7 @@ import bson  # noqa: E402
 from bson.codec_options import CodecOptions  # noqa: E402
 from langchain_core.embeddings import Embeddings  # noqa: E402
 
-from mongostore._mongomock import is_fake, patch_mongomock  # noqa: E402
+from mongostore.drivers.mongomock_compat import is_fake, patch_mongomock  # noqa: E402
 from mongostore.embeddings import HashingEmbeddings  # noqa: E402
 
 patch_mongomock()

@@ -28,7 +28,7 @@ from typing import Any
 
 def ours(path: Path) -> tuple[Any, Any]:
     """``MongoStore.local``'s collections on a new engine (what the next process gets)."""
-    from mongostore._embedded import LocalCollection, LocalFile
+    from mongostore.drivers.embedded import LocalCollection, LocalFile
 
     engine = LocalFile(path, "bench")
     return LocalCollection(engine, "memories"), LocalCollection(engine, "memories_vectors")
@@ -36,7 +36,7 @@ def ours(path: Path) -> tuple[Any, Any]:
 
 def ours_store(path: Path, index: Any) -> Any:
     """``MongoStore.local`` itself: one file transaction (one save) per batch."""
-    import mongostore._embedded as embedded
+    import mongostore.drivers.embedded as embedded
     from mongostore import MongoStore
 
     embedded._ENGINES.clear()  # a fresh engine, as in a new process
@@ -45,7 +45,7 @@ def ours_store(path: Path, index: Any) -> Any:
 
 def mongomock_memory(path: Path) -> tuple[Any, Any]:
     """The baseline: mongomock in memory, no file (reopen finds nothing: expected to fail there)."""
-    from mongostore._mongomock import in_memory_collection
+    from mongostore.drivers.mongomock_compat import in_memory_collection
 
     items = in_memory_collection("bench", "memories")
     return items, items.database["memories_vectors"]

@@ -111,8 +111,8 @@ def child(n: int, quick: bool, e2e: bool) -> dict[str, Any]:
     from langgraph.store.memory import InMemoryStore
 
     from mongostore import MongoStore
-    from mongostore._mongomock import in_memory_collection
-    from mongostore._vectors import VectorCache
+    from mongostore.core.vectors import VectorCache
+    from mongostore.drivers.mongomock_compat import in_memory_collection
 
     embed = _table_embeddings(n)
     index = {"dims": DIMS, "embed": embed, "fields": ["text"], "vector_search": "local"}

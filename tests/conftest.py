@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore._mongomock import patch_mongomock
+from mongostore.drivers.mongomock_compat import patch_mongomock
 
 patch_mongomock()
 sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
@@ -166,7 +166,7 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
 
 def _file_collection(request: pytest.FixtureRequest, name: str) -> Any:
     """A collection of a fresh local store (its own engine: nothing cached between tests)."""
-    from mongostore._embedded import LocalCollection, LocalFile
+    from mongostore.drivers.embedded import LocalCollection, LocalFile
 
     directory = request.getfixturevalue("tmp_path") / "local-store"
     return LocalCollection(LocalFile(directory, "test"), name)
@@ -176,14 +176,14 @@ async def _async_collection(
     backend: str, cleanups: list[Callable[[], Awaitable[None]]], name: str, request: pytest.FixtureRequest | None = None
 ) -> Any:
     if backend == "async-file":
-        from mongostore._embedded import AsyncCollection
+        from mongostore.drivers.embedded import AsyncCollection
 
         assert request is not None
         return AsyncCollection(_file_collection(request, name))
     if backend == "async-embedded":
         import mongomock
 
-        from mongostore._embedded import AsyncCollection
+        from mongostore.drivers.embedded import AsyncCollection
 
         return AsyncCollection(mongomock.MongoClient(tz_aware=True)["test"][name])
     if backend == "async-mock":

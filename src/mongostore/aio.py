@@ -38,9 +38,9 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
-from mongostore import _plan
-from mongostore._codec import as_namespace
-from mongostore._drivers import AsyncIO, run_async
+from mongostore.core import plan as _plan
+from mongostore.core.codec import as_namespace
+from mongostore.drivers.io import AsyncIO, run_async
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
@@ -101,8 +101,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
         Call it inside a running event loop, like the constructor.
         """
-        from mongostore._embedded import AsyncCollection
-        from mongostore._mongomock import in_memory_collection
+        from mongostore.drivers.embedded import AsyncCollection
+        from mongostore.drivers.mongomock_compat import in_memory_collection
 
         items = in_memory_collection(db_name, collection_name)
         vectors = items.database[f"{collection_name}_vectors"]
@@ -119,7 +119,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         collection_name: str = DEFAULT_COLLECTION,
     ) -> AsyncMongoStore:
         """The persistent embedded store (see ``MongoStore.local``), with the async API."""
-        from mongostore._embedded import async_local_store
+        from mongostore.drivers.embedded import async_local_store
 
         return async_local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
@@ -145,7 +145,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
                 yield store
             return
         if conn_string.startswith("mongostore-local://"):
-            from mongostore._embedded import parse_local_uri
+            from mongostore.drivers.embedded import parse_local_uri
 
             path = parse_local_uri(conn_string)
             async with cls.local(

@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, TTLConfig, ensure_embeddings, tokenize_path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mongostore._retrieval import (
+from mongostore.core.retrieval import (
     AutoEmbedSettings,
     HybridSettings,
     RerankSettings,

@@ -6,6 +6,6 @@
 
 from __future__ import annotations
 
-from mongostore._embedded import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
+from mongostore.drivers.embedded import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 
 __all__ = ["ENV_DATA_DIR", "LOCAL_SCHEME", "default_data_dir", "parse_local_uri"]

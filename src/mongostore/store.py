@@ -24,11 +24,6 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.driver_info import DriverInfo
 
-from mongostore import _plan
-from mongostore._drivers import SyncIO, run_sync
-from mongostore._mongomock import in_memory_collection
-from mongostore._scope import scoped_pipeline
-from mongostore._vectors import VectorCache
 from mongostore.config import (
     IndexSettings,
     TTLSettings,
@@ -37,6 +32,11 @@ from mongostore.config import (
     sweep_minutes,
     ttl_settings,
 )
+from mongostore.core import plan as _plan
+from mongostore.core.scope import scoped_pipeline
+from mongostore.core.vectors import VectorCache
+from mongostore.drivers.io import SyncIO, run_sync
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.errors import ConfigurationError
 
 logger = logging.getLogger("mongostore")
@@ -199,10 +199,10 @@ class MongoStore(_StoreConfig, BaseStore):
 
         ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
         or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
-        the file, so processes may share it; see ``mongostore._embedded``. For development:
+        the file, so processes may share it; see ``mongostore.drivers.embedded``. For development:
         a real deployment is MongoDB.
         """
-        from mongostore._embedded import local_store
+        from mongostore.drivers.embedded import local_store
 
         return local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
 
@@ -228,7 +228,7 @@ class MongoStore(_StoreConfig, BaseStore):
                 yield store
             return
         if conn_string.startswith("mongostore-local://"):
-            from mongostore._embedded import parse_local_uri
+            from mongostore.drivers.embedded import parse_local_uri
 
             path = parse_local_uri(conn_string)
             with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:

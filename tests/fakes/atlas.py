@@ -54,7 +54,7 @@ from bson.binary import Binary
 from pymongo.errors import ClientBulkWriteException, InvalidOperation, OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore._mongomock import patch_mongomock
+from mongostore.drivers.mongomock_compat import patch_mongomock
 
 __all__ = [
     "SCORE_FIELD",

@@ -21,8 +21,8 @@ from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
-from mongostore._queries import vector_index_definition
 from mongostore.config import DEFAULT_INDEX_NAME
+from mongostore.core.queries import vector_index_definition
 from mongostore.tools.embeddings import HashingEmbeddings
 
 Make = Callable[..., Awaitable[StoreAPI]]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mongostore._embedded import LocalCollection, LocalFile
+from mongostore.drivers.embedded import LocalCollection, LocalFile
 from mongostore.tools import cli
 from mongostore.tools.cli import (
     EXIT_FAILURE,

@@ -401,7 +401,7 @@ async def test_items_whose_vectors_vanished_are_unscored_counted_and_repaired(ma
 
 def test_a_delete_racing_a_re_put_leaves_a_repairable_item() -> None:
     """The interleaving itself: the re-put reads the stored hashes, a delete lands, the re-put writes."""
-    from mongostore._mongomock import in_memory_collection
+    from mongostore.drivers.mongomock_compat import in_memory_collection
 
     emb = HashingEmbeddings(64)
     items = in_memory_collection(collection_name="race")

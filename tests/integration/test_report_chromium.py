@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mongostore._mongomock import in_memory_collection
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.tools.analytics import scoped_pipeline
 from mongostore.tools.report import CREATED, STALE, build_report
 

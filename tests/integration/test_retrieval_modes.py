@@ -18,8 +18,8 @@ from fakes.atlas_native import native_state, rerank_score
 from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
-from mongostore import _retrieval as r
-from mongostore._mongomock import in_memory_collection
+from mongostore.core import retrieval as r
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.tools.embeddings import HashingEmbeddings
 
 DIMS = 64
@@ -92,7 +92,7 @@ def test_hybrid_fused_score_is_the_documented_formula() -> None:
     # recompute both rankings by hand from the stored texts
     texts = {k: t for k, (t, _) in MEMORIES.items()}
     qv = e.embed_query(QUERY)
-    from mongostore._vectors import similarities
+    from mongostore.core.vectors import similarities
 
     keys = sorted(texts)
     vec = similarities(qv, [e.embed_query(texts[k]) for k in keys], "cosine").tolist()

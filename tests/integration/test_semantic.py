@@ -226,7 +226,7 @@ def test_atlas_index_json_is_what_setup_creates() -> None:
     import json
     from pathlib import Path
 
-    from mongostore._queries import vector_index_definition
+    from mongostore.core.queries import vector_index_definition
 
     doc = json.loads((Path(__file__).parents[2] / "atlas-index.json").read_text())
     assert doc["type"] == "vectorSearch" and doc["name"] == "mongostore_vectors"
@@ -234,7 +234,7 @@ def test_atlas_index_json_is_what_setup_creates() -> None:
 
 
 def test_cosine_of_zero_vector_is_zero() -> None:
-    from mongostore._vectors import similarities
+    from mongostore.core.vectors import similarities
 
     s = similarities([1.0, 0.0], [[0.0, 0.0], [2.0, 0.0], [-1.0, 0.0]], "cosine")
     assert s.tolist() == [0.0, 1.0, -1.0]

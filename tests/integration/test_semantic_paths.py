@@ -15,7 +15,7 @@ from fakes.atlas import async_atlas_collection, atlas_collection
 from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, MongoStore, VectorIndexError
-from mongostore._mongomock import in_memory_collection
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.tools.embeddings import HashingEmbeddings
 
 
@@ -174,7 +174,7 @@ def test_failed_vector_write_leaves_no_stale_match_and_next_put_re_embeds(
 ) -> None:
     """The other order (the two bulk writes run at once on a real driver): the item
     lands with its new text, its new vector does not."""
-    from mongostore._steps import Write
+    from mongostore.core.steps import Write
 
     e = emb()
     coll = atlas_collection() if path == "atlas" else in_memory_collection()

@@ -17,7 +17,7 @@ from conftest import MakeStore, StoreAPI, text_index
 from langgraph.store.base import PutOp
 
 from mongostore import MongoStore
-from mongostore._mongomock import in_memory_collection
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.embeddings import HashingEmbeddings
 
 NS = ("users", "alice")

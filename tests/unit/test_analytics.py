@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore._mongomock import in_memory_collection
+from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.errors import PipelineError
 from mongostore.tools.analytics import (
     FORBIDDEN_STAGES,

@@ -27,7 +27,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore._queries import vector_index_definition, vector_prefilter, vector_search_pipeline
+from mongostore.core.queries import vector_index_definition, vector_prefilter, vector_search_pipeline
 
 ALICE = ("users", "alice")
 BOB = ("users", "bob")

@@ -11,8 +11,8 @@ from fakes.atlas_native import native_state, rerank_score, stand_in_embedding
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore import _retrieval as r
 from mongostore.config import index_settings
+from mongostore.core import retrieval as r
 from mongostore.errors import ConfigurationError
 
 TEXTS = ["red apple pie", "green apple", "blue sky", "apple apple apple tart"]

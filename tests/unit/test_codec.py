@@ -1,4 +1,4 @@
-"""Documents -> Items at the decode edge of ``mongostore._codec`` (no database)."""
+"""Documents -> Items at the decode edge of ``mongostore.core.codec`` (no database)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 import bson
 from bson.int64 import Int64
 
-from mongostore._codec import doc_to_item, doc_to_search_item, plain_value
-from mongostore._plan import aggregate_plan
-from mongostore._steps import Aggregate
+from mongostore.core.codec import doc_to_item, doc_to_search_item, plain_value
+from mongostore.core.plan import aggregate_plan
+from mongostore.core.steps import Aggregate
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 VALUE: dict[str, Any] = {"big": 2**31, "small": 5, "neg": -(2**40), "list": [2**33, [2**34]], "deep": {"n": 2**35}}

@@ -15,10 +15,10 @@ from pymongo import DeleteOne, UpdateOne
 from pymongo.errors import BulkWriteError, ClientBulkWriteException
 
 from mongostore import WriteError
-from mongostore._drivers import AsyncIO, SyncIO, run_async, run_sync
-from mongostore._plan import PlanContext, batch_plan
-from mongostore._queries import WriteRequest
-from mongostore._steps import Capabilities, Find, Parallel, Sleep, Write
+from mongostore.core.plan import PlanContext, batch_plan
+from mongostore.core.queries import WriteRequest
+from mongostore.core.steps import Capabilities, Find, Parallel, Sleep, Write
+from mongostore.drivers.io import AsyncIO, SyncIO, run_async, run_sync
 from mongostore.store import utcnow
 
 
@@ -182,7 +182,7 @@ def test_client_bulk_write_concern_errors_raise_never_success(details: dict[str,
 
 def test_write_concern_errors_reach_every_kind_of_write() -> None:
     """Puts, deletes, TTL refreshes and sweeps all go through one write path: all raise."""
-    from mongostore._plan import sweep_plan
+    from mongostore.core.plan import sweep_plan
 
     exc = BulkWriteError({"writeErrors": [], "writeConcernErrors": [WC_ERROR]})
     ctx = PlanContext("memories", None, None, utcnow())
@@ -197,7 +197,7 @@ def test_write_concern_errors_reach_every_kind_of_write() -> None:
 
 
 def test_sweep_raises_on_per_item_delete_errors() -> None:
-    from mongostore._plan import sweep_plan
+    from mongostore.core.plan import sweep_plan
 
     exc = BulkWriteError({"writeErrors": [{"index": 0, "code": 2, "errmsg": "delete refused"}]})
     io = io_with(StubClient(), client_bulk=False, items_error=exc)
@@ -332,7 +332,7 @@ class RacingCollection:
 async def test_a_collection_created_concurrently_is_fine(is_async: bool) -> None:
     from pymongo.errors import OperationFailure
 
-    from mongostore._steps import EnsureCollection
+    from mongostore.core.steps import EnsureCollection
 
     async def ensure(error: Exception) -> None:
         db = AsyncRacingDatabase(error) if is_async else RacingDatabase(error)
@@ -350,7 +350,7 @@ async def test_a_collection_created_concurrently_is_fine(is_async: bool) -> None
 def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
     from pymongo.errors import OperationFailure
 
-    from mongostore._plan import is_no_search_error
+    from mongostore.core.plan import is_no_search_error
 
     assert is_no_search_error(TypeError("mongomock has no such stage"), fake=True)
     assert not is_no_search_error(TypeError("a driver bug"), fake=False)

@@ -1,4 +1,4 @@
-"""The persistent embedded store (``mongostore._embedded``): file format, locking, reloads.
+"""The persistent embedded store (``mongostore.drivers.embedded``): file format, locking, reloads.
 
 The behaviour suite runs on it too (``sync-file`` / ``async-file`` in conftest); these
 tests cover what only a file store has: persistence across processes, concurrent
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore._embedded import (
+from mongostore.drivers.embedded import (
     LocalCollection,
     LocalFile,
     default_data_dir,
@@ -98,7 +98,7 @@ def test_a_failed_save_leaves_the_old_file_whole(tmp_path: Path, monkeypatch: py
     def boom(*a: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("mongostore._embedded.os.replace", boom)
+    monkeypatch.setattr("mongostore.drivers.embedded.os.replace", boom)
     with pytest.raises(OSError, match="disk full"):
         store.put(("x",), "k2", {"v": 2})
     assert (tmp_path / "mongostore.bson").read_bytes() == good
@@ -207,7 +207,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {src!r})
-    from mongostore._embedded import LocalFile
+    from mongostore.drivers.embedded import LocalFile
     engine = LocalFile({path!r}, "mongostore")
     with engine.transaction(write=True):
         print("locked", flush=True)

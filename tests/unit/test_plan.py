@@ -23,11 +23,11 @@ from langgraph.store.base import (
 )
 
 from mongostore import InvalidFilterError, InvalidValueError, WriteError
-from mongostore import _queries as q
-from mongostore._codec import ITEM_PROJECTION
-from mongostore._plan import PlanContext, batch_plan
-from mongostore._steps import Aggregate, Find, Parallel, Step, Write, WriteOutcome
 from mongostore.config import TTLSettings
+from mongostore.core import queries as q
+from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.plan import PlanContext, batch_plan
+from mongostore.core.steps import Aggregate, Find, Parallel, Step, Write, WriteOutcome
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 EARLIER = NOW - timedelta(hours=1)
@@ -360,8 +360,8 @@ def test_validation_errors_come_before_any_step(bad_op: Any, error: type[Excepti
 def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
     """1 search + 3 puts + 2 gets: query embedding, one parallel read (the $vectorSearch
     among the gets and the stored-hash read), one embedding of new texts, one write."""
-    from mongostore._steps import Capabilities, Embed, Probe
     from mongostore.config import index_settings
+    from mongostore.core.steps import Capabilities, Embed, Probe
     from mongostore.tools.embeddings import HashingEmbeddings
 
     index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
@@ -402,7 +402,7 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
 
 def run_probe(answers: dict[str, Any], **kw: Any) -> tuple[list[Step], Any]:
     """Drive probe_plan: answers by step type name; an exception instance is thrown in."""
-    from mongostore._plan import probe_plan
+    from mongostore.core.plan import probe_plan
 
     plan = probe_plan(**kw)
     steps: list[Step] = []

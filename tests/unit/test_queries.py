@@ -1,4 +1,4 @@
-"""The pure builders of ``mongostore._queries`` (and the namespace helpers of ``_codec``).
+"""The pure builders of ``mongostore.core.queries`` (and the namespace helpers of ``_codec``).
 
 Each test pins the exact MQL a builder returns for one case, and where a regex is
 involved, also checks what that regex matches (Python's ``re`` and the server's
@@ -15,8 +15,8 @@ import pytest
 from langgraph.store.base import MatchCondition
 
 from mongostore import InvalidFilterError
-from mongostore import _queries as q
-from mongostore._codec import ancestor_paths, item_id, namespace_path
+from mongostore.core import queries as q
+from mongostore.core.codec import ancestor_paths, item_id, namespace_path
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 NOT_EXPIRED = {"expires_at": {"$not": {"$lte": NOW}}}
@@ -475,7 +475,7 @@ def test_item_indexes() -> None:
 
 
 def test_namespace_keys_sort_as_tuples() -> None:
-    from mongostore._codec import namespace_key
+    from mongostore.core.codec import namespace_key
 
     labels = ["a", "a-b", "a b", "ab", "a!", "b", "Z", "é", "a\x01", "aa", "~", "\U0001f600", "\uff5a"]
     namespaces = [(x,) for x in labels] + [(x, y) for x in labels[:6] for y in labels[:6]]

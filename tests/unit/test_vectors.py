@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mongostore._queries import float32_vector
-from mongostore._vectors import VectorCache, best_per_item, similarities
+from mongostore.core.queries import float32_vector
+from mongostore.core.vectors import VectorCache, best_per_item, similarities
 
 DIMS = 16
 

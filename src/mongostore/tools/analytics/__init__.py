@@ -87,7 +87,7 @@ no report pulls whole documents into Python.
 
 from __future__ import annotations
 
-from mongostore._scope import (
+from mongostore.core.scope import (
     ALLOWED_STAGES,
     FORBIDDEN_OPERATORS,
     FORBIDDEN_STAGES,

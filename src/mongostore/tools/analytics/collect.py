@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from mongostore._codec import as_utc
-from mongostore._scope import _check_prefix
+from mongostore.core.codec import as_utc
+from mongostore.core.scope import _check_prefix
 from mongostore.tools.analytics.pipelines import (
     Period,
     _cutoff,

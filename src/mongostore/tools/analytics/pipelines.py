@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from mongostore._codec import as_utc
+from mongostore.core.codec import as_utc
 
 __all__ = [
     "PERIOD_FORMATS",

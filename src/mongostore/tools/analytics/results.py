@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from mongostore._codec import as_utc
+from mongostore.core.codec import as_utc
 from mongostore.tools.analytics.pipelines import PERIOD_FORMATS, Period, _check_period
 
 __all__ = [

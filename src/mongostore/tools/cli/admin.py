@@ -14,8 +14,8 @@ from langgraph.store.base import PutOp
 from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
-from mongostore._codec import as_utc
-from mongostore._queries import item_indexes, not_expired, prefix_filter, vector_indexes
+from mongostore.core.codec import as_utc
+from mongostore.core.queries import item_indexes, not_expired, prefix_filter, vector_indexes
 from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx

@@ -13,7 +13,7 @@ from bson import json_util
 from langgraph.store.base import Item, SearchItem
 from pymongo.errors import ServerSelectionTimeoutError
 
-from mongostore._codec import as_utc
+from mongostore.core.codec import as_utc
 
 EXIT_OK = 0
 

@@ -16,8 +16,8 @@ from langgraph.store.base import InvalidNamespaceError, PutOp, _validate_namespa
 from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
-from mongostore._codec import as_utc, check_value, item_id
-from mongostore._queries import not_expired, prefix_filter
+from mongostore.core.codec import as_utc, check_value, item_id
+from mongostore.core.queries import not_expired, prefix_filter
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx

@@ -25,10 +25,10 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore._mongomock import is_fake
-from mongostore._plan import Plan, search_probe_plan, server_probe_plan
-from mongostore._queries import IndexSpec, Role, WriteRequest
-from mongostore._steps import (
+from mongostore.config import VectorSearchMode
+from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
+from mongostore.core.queries import IndexSpec, Role, WriteRequest
+from mongostore.core.steps import (
     Aggregate,
     Capabilities,
     Count,
@@ -50,7 +50,7 @@ from mongostore._steps import (
     Write,
     WriteOutcome,
 )
-from mongostore.config import VectorSearchMode
+from mongostore.drivers.mongomock_compat import is_fake
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError
 
-from mongostore._queries import not_expired, prefix_filter
+from mongostore.core.queries import not_expired, prefix_filter
 from mongostore.errors import PipelineError
 
 __all__ = [

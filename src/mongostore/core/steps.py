@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mongostore._queries import IndexSpec, Role, WriteRequest
+from mongostore.core.queries import IndexSpec, Role, WriteRequest
 
 __all__ = [
     "Aggregate",

@@ -25,7 +25,7 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from langgraph.store.base import MatchCondition
 
-from mongostore._codec import ancestor_paths, item_id, namespace_key, namespace_path, unencodable, vector_id
+from mongostore.core.codec import ancestor_paths, item_id, namespace_key, namespace_path, unencodable, vector_id
 from mongostore.errors import InvalidFilterError
 
 Role = Literal["items", "vectors"]

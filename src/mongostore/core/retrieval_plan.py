@@ -26,11 +26,12 @@ import numpy as np
 from langgraph.store.base import SearchOp
 from pymongo.errors import OperationFailure
 
-from mongostore import _queries as q
-from mongostore import _retrieval as r
-from mongostore import _vectors
-from mongostore._codec import ITEM_PROJECTION
-from mongostore._steps import (
+from mongostore.config import IndexSettings
+from mongostore.core import queries as q
+from mongostore.core import retrieval as r
+from mongostore.core import vectors as _vectors
+from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.steps import (
     Aggregate,
     Capabilities,
     CreateSearchIndex,
@@ -40,7 +41,6 @@ from mongostore._steps import (
     Step,
     UpdateSearchIndex,
 )
-from mongostore.config import IndexSettings
 from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")

@@ -43,7 +43,7 @@ from typing import IO, Any
 import bson
 from bson.codec_options import CodecOptions
 
-from mongostore._mongomock import patch_mongomock
+from mongostore.drivers.mongomock_compat import patch_mongomock
 
 __all__ = [
     "ENV_DATA_DIR",

@@ -36,10 +36,12 @@ from langgraph.store.base import (
 )
 from pymongo.errors import OperationFailure
 
-from mongostore import _queries as q
-from mongostore import _retrieval, _vectors
-from mongostore import _retrieval_plan as modes
-from mongostore._codec import (
+from mongostore.config import MAX_TTL_MINUTES, IndexSettings, TTLSettings, VectorSearchMode
+from mongostore.core import queries as q
+from mongostore.core import retrieval as _retrieval
+from mongostore.core import retrieval_plan as modes
+from mongostore.core import vectors as _vectors
+from mongostore.core.codec import (
     ITEM_PROJECTION,
     MAX_DOC_BYTES,
     MAX_VALUE_BYTES,
@@ -57,7 +59,7 @@ from mongostore._codec import (
     unencodable,
     vector_id,
 )
-from mongostore._steps import (
+from mongostore.core.steps import (
     Aggregate,
     Capabilities,
     Count,
@@ -78,7 +80,6 @@ from mongostore._steps import (
     Write,
     WriteOutcome,
 )
-from mongostore.config import MAX_TTL_MINUTES, IndexSettings, TTLSettings, VectorSearchMode
 from mongostore.errors import InvalidFilterError, InvalidValueError, VectorIndexError, WriteError
 
 logger = logging.getLogger("mongostore")

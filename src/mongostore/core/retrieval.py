@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from mongostore import _queries as q
+from mongostore.core import queries as q
 
 __all__ = [
     "AUTO_EMBED_DIMENSIONS",
