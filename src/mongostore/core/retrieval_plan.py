@@ -1,6 +1,6 @@
 """Plans of the Atlas-native retrieval modes (automated embedding, ``$rerank``, hybrid).
 
-``_plan.batch_plan`` hands a semantic search here when its index config names one
+``plan.batch_plan`` (its ``rank_phase``) hands a semantic search here when its index config names one
 of the modes (``IndexSettings.auto_embed``, ``.rerank``, ``.hybrid``); ``setup_plan``
 asks here for the indexes and server checks of those modes. The builders are in
 ``_retrieval``; nothing here does I/O itself, it yields steps like every plan.
@@ -55,7 +55,7 @@ __all__ = ["first_reads", "needs_atlas", "path_for", "search_plan", "setup_check
 
 
 def uses_modes(index: IndexSettings | None) -> bool:
-    """Whether a semantic search of this index runs here rather than in ``_plan``."""
+    """Whether a semantic search of this index runs here rather than in ``plan.search``."""
     return index is not None and index.stores_text
 
 

@@ -2,7 +2,7 @@
 
 A plan is a generator: it yields one of these frozen step objects and receives
 the step's answer (or has the step's exception thrown into it). Only the drivers
-in ``_drivers`` turn steps into pymongo or embedder calls.
+in ``mongostore.drivers`` turn steps into pymongo or embedder calls.
 """
 
 from __future__ import annotations

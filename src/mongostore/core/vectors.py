@@ -100,6 +100,28 @@ class Candidates:
     unscored: list[dict[str, Any]]  # items that list no hash at all
 
 
+def _approx_scores(
+    dots: npt.NDArray[np.float64], sq: npt.NDArray[Any], q64: npt.NDArray[np.float64], similarity: str, eps: float
+) -> tuple[npt.NDArray[np.float64], Any]:
+    """float32 scores of the rows (their dot products with the query, squared norms) and
+    each score's error bound: the rows that may reach the top are then re-scored exactly."""
+    norms = np.sqrt(sq)
+    nq = float(np.linalg.norm(q64))
+    err: Any
+    if similarity == "euclidean":  # rank by -d^2 = -(|r|^2 - 2 r.q + |q|^2)
+        approx = -(sq - 2.0 * dots + nq * nq)
+        err = 2.0 * eps * norms * nq + 1e-12 * (sq + nq * nq)
+    elif similarity == "dotProduct":
+        approx = dots
+        err = eps * norms * nq
+    else:
+        denom = norms * nq
+        approx = np.zeros_like(dots)
+        np.divide(dots, denom, out=approx, where=denom > 0)
+        err = eps
+    return approx, err
+
+
 class VectorCache:
     """Stored embeddings held in the client as one float32 matrix, reused across searches.
 
@@ -369,22 +391,7 @@ class VectorCache:
                 dots = (self._m[: self._n] @ q32)[rows].astype(np.float64)
             else:
                 dots = (self._m[rows] @ q32).astype(np.float64)
-            sq = self._sq[rows]
-            norms = np.sqrt(sq)
-            nq = float(np.linalg.norm(q64))
-            eps = _error_bound(self.dims)
-            err: Any
-            if similarity == "euclidean":  # rank by -d^2 = -(|r|^2 - 2 r.q + |q|^2)
-                approx = -(sq - 2.0 * dots + nq * nq)
-                err = 2.0 * eps * norms * nq + 1e-12 * (sq + nq * nq)
-            elif similarity == "dotProduct":
-                approx = dots
-                err = eps * norms * nq
-            else:
-                denom = norms * nq
-                approx = np.zeros_like(dots)
-                np.divide(dots, denom, out=approx, where=denom > 0)
-                err = eps
+            approx, err = _approx_scores(dots, self._sq[rows], q64, similarity, _error_bound(self.dims))
             lower = approx - err
             want = min(k, cands.scored)
             threshold = -np.inf

@@ -1,0 +1,210 @@
+"""The batch plan: a LangGraph batch as a short sequence of named phases.
+
+``batch_outcome_plan`` runs them in this order (DESIGN.md section 5), each a function
+of its own that yields the steps it needs and leaves its answers in the ``BatchState``:
+
+1. ``validate_phase``: every op checked and grouped, puts deduped (last wins); no I/O.
+2. ``query_phase``: the search path (``Probe``) and the queries' vectors (one ``Embed``).
+3. ``read_phase``: every read in one ``Parallel`` step, semantic searches included (so
+   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local.
+4. ``answer_phase``: the reads' answers become results (or first pages of semantic searches).
+5. ``embed_phase``: the puts' new texts, one ``Embed`` call (sizes checked first).
+6. ``rank_phase``: the semantic searches ranked and paged (local or Atlas).
+7. ``write_phase``: one ``Write``: TTL refreshes, then vectors, then items.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+
+from mongostore.config import IndexSettings
+from mongostore.core import queries as q
+from mongostore.core import retrieval_plan as modes
+from mongostore.core.codec import doc_to_search_item, extract_texts, item_id, text_hash
+from mongostore.core.plan.batch_reads import answer_phase, batch_reads
+from mongostore.core.plan.batch_writes import write_phase
+from mongostore.core.plan.context import Plan, PlanContext
+from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
+from mongostore.core.plan.search import atlas_search_plan, local_search_plan
+from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
+from mongostore.core.plan.validate import check_op, check_sizes
+from mongostore.core.steps import DisableVectorSearch, Embed, Parallel, Probe
+from mongostore.errors import VectorIndexError
+
+logger = logging.getLogger("mongostore")
+
+
+def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+    """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
+    outcome: BatchOutcome = yield from batch_outcome_plan(ops, ctx)
+    outcome.raise_any()
+    return outcome.results
+
+
+def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+    """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
+    state = validate_phase(ops, ctx)
+    yield from query_phase(state)
+    answers = yield from read_phase(state)
+    yield from answer_phase(state, answers)
+    yield from embed_phase(state)
+    yield from rank_phase(state)
+    outcome: BatchOutcome = yield from write_phase(state)
+    return outcome
+
+
+def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
+    """Check every op (``check_op``) before any I/O, and group them by kind."""
+    checked = [check_op(op) for op in ops]
+    results: list[Result] = [None] * len(checked)
+    state = BatchState(ctx, results)
+    for pos, op in enumerate(checked):
+        if isinstance(op, GetOp):
+            state.gets.append((pos, op))
+        elif isinstance(op, SearchOp):
+            state.searches.append(PendingSearch(pos, op, semantic=bool(op.query) and ctx.index is not None))
+        elif isinstance(op, ListNamespacesOp):
+            state.listings.append((pos, op))
+        elif isinstance(op, PutOp):
+            value = None if op.value is None else dict(op.value)
+            # Last wins, and takes the last op's place: a batch's puts are written in op order.
+            state.puts.pop((op.namespace, op.key), None)
+            state.puts[(op.namespace, op.key)] = PendingPut(op.namespace, op.key, value, op.index, op.ttl)
+    return state
+
+
+def query_phase(state: BatchState) -> Plan:
+    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``).
+
+    Queries are embedded first, in one call: their searches can then join the batch's other reads.
+    """
+    semantic = state.semantic
+    if not semantic:
+        return None
+    index = state.index
+    assert index is not None
+    caps = yield Probe(index.index_name)
+    state.caps, state.use_atlas, state.fake = caps, caps.vector_search, caps.fake
+    if modes.uses_modes(index):
+        modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
+    if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
+        vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
+        for s in semantic:
+            s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    return None
+
+
+def read_phase(state: BatchState) -> Plan:
+    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first.
+
+    When ``$vectorSearch`` refuses (no search on this server, or an index still in its
+    first build), the store ranks locally from then on and the reads are asked again.
+    """
+    while True:
+        reads = batch_reads(state)
+        try:
+            answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
+            break
+        except Exception as exc:
+            if not state.use_atlas:
+                raise
+            yield from _fall_back_to_local(state, exc)
+    answers.reverse()  # consumed (popped) in the order the reads were added
+    return answers
+
+
+def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
+    """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
+    index = state.index
+    assert index is not None
+    if is_index_unavailable(exc):
+        # The index is still in its first build (or failed it): mongot refuses queries.
+        why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
+        if index.vector_search == "atlas":
+            raise VectorIndexError(
+                f"{why}; it is building: wait for setup() or use vector_search='auto' to rank locally meanwhile"
+            ) from exc
+        logger.warning("%s; ranking locally until it can", why)
+        yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
+    elif is_no_search_error(exc, state.fake):
+        logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
+        yield DisableVectorSearch(str(exc))
+    else:
+        raise exc
+    state.use_atlas = False
+    if modes.uses_modes(index):
+        state.caps = yield Probe()  # its detail now says why (a mode may need to name it)
+
+
+def embed_phase(state: BatchState) -> Plan:
+    """The puts' texts (sizes checked), and one ``Embed`` call for those not stored under the same hash."""
+    index = state.index
+    if index is None:
+        return None
+    to_embed: dict[str, None] = {}
+    for p in state.put_list:
+        if p.value is None:
+            continue
+        texts = {fname: (text, text_hash(fname, text)) for fname, text in _texts_for(p, index).items()}
+        state.put_texts[p.id] = texts
+        check_sizes(p.namespace, p.key, p.value, [h for _, h in texts.values()], list(texts), index)
+        old = state.stored.get(p.id, {})
+        for fname, (text, h) in texts.items():
+            if old.get(fname) != h:
+                to_embed.setdefault(text)
+    if index.auto_embed is not None:
+        return None  # Atlas embeds the stored texts at index time
+    if to_embed:
+        embedded = yield from embed_texts(tuple(to_embed), index)
+        state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
+    return None
+
+
+def rank_phase(state: BatchState) -> Plan:
+    """Rank and page each semantic search; ask Atlas again when a page came back short."""
+    index, ctx = state.index, state.ctx
+    for s in state.semantic:
+        assert index is not None
+        first = state.first_answers[s.pos]
+        if modes.uses_modes(index):
+            assert state.caps is not None
+            path = modes.path_for(index, state.caps, state.use_atlas)
+            docs_scores = yield from modes.search_plan(
+                s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, path, first
+            )
+        elif state.use_atlas:
+            docs_scores = yield from atlas_search_plan(s, index, ctx, first)
+        else:
+            docs_scores = yield from local_search_plan(s, index, ctx, first)
+        state.results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
+        state.note_refresh(
+            [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
+        )
+    return None
+
+
+def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+    """One embedding call; checks the embedder's answer before anything is written.
+
+    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
+    puts pack it straight to float32, queries take plain floats).
+    """
+    embedded = yield Embed(texts)
+    if len(embedded) != len(texts):
+        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
+    for vec in embedded:
+        if len(vec) != index.dims:
+            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
+    return dict(zip(texts, embedded, strict=True))
+
+
+def _texts_for(put: PendingPut, index: IndexSettings) -> dict[str, str]:
+    if put.value is None or put.index is False:
+        return {}
+    fields = tuple(put.index) if isinstance(put.index, list) else None
+    return extract_texts(put.value, index.tokenized(fields))

@@ -1,0 +1,124 @@
+"""A batch's reads: the steps of ``read_phase`` and, in ``answer_phase``, what their answers mean.
+
+``batch_reads`` lists the reads in a fixed order (gets, searches, listings, the puts'
+stored vectors); ``answer_phase`` pops the answers in that same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mongostore.core import queries as q
+from mongostore.core import retrieval_plan as modes
+from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, item_id, namespace_path
+from mongostore.core.plan.context import LARGE_BATCH, Plan
+from mongostore.core.plan.search import atlas_pipeline, initial_k, local_candidate_reads
+from mongostore.core.plan.state import BatchState
+from mongostore.core.steps import Aggregate, Find, Step
+
+
+def batch_reads(state: BatchState) -> list[Step]:
+    """Every read of a batch, in the order ``answer_phase`` consumes the answers."""
+    ctx = state.ctx
+    cutoff = ctx.expiry_cutoff
+    reads: list[Step] = []
+    if state.gets:
+        ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in state.gets))
+        filt: dict[str, Any] = {"_id": {"$in": ids}}
+        if cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
+    for s in state.searches:
+        if s.op.limit == 0:
+            continue
+        if not s.semantic:
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff)
+            reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
+        elif modes.uses_modes(ctx.index):
+            assert ctx.index is not None and state.caps is not None
+            path = modes.path_for(ctx.index, state.caps, state.use_atlas)
+            reads.extend(modes.first_reads(s.op, ctx.index, ctx.items_name, cutoff, s.query_vector, path))
+        elif state.use_atlas:
+            assert ctx.index is not None
+            reads.append(Aggregate("vectors", atlas_pipeline(s, ctx.index, ctx, initial_k(s.op, ctx.index))))
+        else:
+            cache = ctx.vector_cache
+            s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
+            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
+    for _, lop in state.listings:
+        if lop.limit == 0:
+            continue
+        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
+        reads.append(Aggregate("items", pipeline))
+    if ctx.index is not None and state.puts:
+        reads.append(
+            Find(
+                "vectors",
+                {"item_id": {"$in": [p.id for p in state.put_list]}},
+                {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1},
+                batch_size=LARGE_BATCH,
+            )
+        )
+    return reads
+
+
+def answer_phase(state: BatchState, answers: list[Any]) -> Plan:
+    """The reads' answers (last read first, from ``read_phase``) as results, first pages and stored hashes.
+
+    A listing over items written before ``ns_key`` existed asks for every namespace (one ``Aggregate``).
+    """
+    _answer_gets(state, answers)
+    _answer_searches(state, answers)
+    yield from _answer_listings(state, answers)
+    if state.index is not None and state.puts:
+        for doc in answers.pop():
+            state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
+    return None
+
+
+def _answer_gets(state: BatchState, answers: list[Any]) -> None:
+    if not state.gets:
+        return
+    by_id = {doc["_id"]: doc for doc in answers.pop()}
+    for pos, gop in state.gets:
+        found = by_id.get(item_id(gop.namespace, gop.key))
+        state.results[pos] = doc_to_item(found) if found else None
+        if found:
+            state.note_refresh([found], gop.refresh_ttl, lambda d: d["_id"], pos)
+
+
+def _answer_searches(state: BatchState, answers: list[Any]) -> None:
+    """Plain searches get their results; semantic ones their first answers, for ``rank_phase``."""
+    index = state.index
+    for s in state.searches:
+        if s.op.limit == 0:
+            state.results[s.pos] = []
+        elif not s.semantic:
+            docs = answers.pop()
+            state.results[s.pos] = [doc_to_search_item(d) for d in docs]
+            state.note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos)
+        elif modes.uses_modes(index):
+            assert index is not None and state.caps is not None
+            n = 1 if modes.path_for(index, state.caps, state.use_atlas) == "atlas" else 2
+            state.first_answers[s.pos] = [answers.pop() for _ in range(n)]
+        elif state.use_atlas:
+            state.first_answers[s.pos] = answers.pop()
+        else:
+            state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
+
+
+def _answer_listings(state: BatchState, answers: list[Any]) -> Plan:
+    for pos, lop in state.listings:
+        if lop.limit == 0:
+            state.results[pos] = []
+            continue
+        [facet] = answers.pop() or [{"page": [], "unkeyed": []}]
+        if any(d.get("n", 0) > 0 for d in facet["unkeyed"]):  # ($count gives nothing, or n: 0 on mongomock)
+            # Items written before ns_key existed (setup() adds it): sort every namespace here.
+            pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, state.ctx.expiry_cutoff)
+            docs = yield Aggregate("items", pipeline, batch_size=LARGE_BATCH)
+            found = sorted({tuple(d["_id"]) for d in docs})
+            state.results[pos] = found[lop.offset : lop.offset + lop.limit]
+        else:
+            state.results[pos] = [tuple(d["_id"]) for d in facet["page"]]
+    return None

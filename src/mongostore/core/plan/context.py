@@ -1,0 +1,52 @@
+"""What every plan shares: the ``Plan`` type, the store's ``PlanContext``, the write clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from mongostore.config import IndexSettings, TTLSettings
+from mongostore.core import vectors as _vectors
+from mongostore.core.steps import Step
+
+# Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
+LARGE_BATCH = 100_000
+
+Plan = Generator[Step, Any, Any]
+
+
+def write_clock() -> datetime:
+    """Now, in UTC, cut to the millisecond BSON dates keep (so date arithmetic stays exact)."""
+    now = datetime.now(timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a plan needs to know about its store; frozen, no I/O handles.
+
+    ``now`` is the batch's read time (expiry cut-off); ``clock`` is read again when
+    the writes are built, after the reads and the embedding call, so a batch that
+    waited on a slow embedder does not write an older ``updated_at`` than one that
+    started after it.
+    """
+
+    items_name: str
+    index: IndexSettings | None
+    ttl: TTLSettings | None
+    now: datetime
+    clock: Callable[[], datetime] = field(default=write_clock, compare=False)
+    vectors_name: str = ""
+    # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
+    vector_cache: _vectors.VectorCache | None = None
+
+    @property
+    def expiry_cutoff(self) -> datetime | None:
+        """``now`` when expired items must be hidden (``omit_expired``), else None."""
+        return self.now if self.ttl is not None and self.ttl.omit_expired else None
+
+    @property
+    def vectors_collection(self) -> str:
+        return self.vectors_name or f"{self.items_name}_vectors"

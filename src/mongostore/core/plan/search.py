@@ -1,0 +1,247 @@
+"""Semantic search plans: exact local ranking, and ``$vectorSearch`` pages on Atlas.
+
+Both fill a page the way InMemoryStore does: scored items best first, then items that
+have no valid vector, newest first. The batch reads the first answers (the local path's
+candidates, the first Atlas page) with its other reads; these plans finish the page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from langgraph.store.base import SearchOp
+
+from mongostore.config import IndexSettings
+from mongostore.core import queries as q
+from mongostore.core import vectors as _vectors
+from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
+from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
+from mongostore.core.plan.state import PendingSearch
+from mongostore.core.steps import Aggregate, Find, Parallel, Step
+
+MAX_CANDIDATES = 10_000
+
+
+def unscored_pipeline(
+    op: SearchOp, vectors_collection: str, cutoff: datetime | None, skip: int, limit: int
+) -> list[dict[str, Any]]:
+    """Items under the prefix that pass the filter and have no valid vector, newest first.
+
+    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
+    none of the listed text hashes has a vector document (a failed vector write, or a
+    delete or sweep that raced a re-put of the same text).
+    """
+    pipeline: list[dict[str, Any]] = []
+    base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    if base:
+        pipeline.append({"$match": base})
+    pipeline += [
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$eq": [{"$size": _BACKED_HASHES}, 0]}}},
+        {"$sort": dict(q.ITEM_SORT)},
+    ]
+    if skip:
+        pipeline.append({"$skip": skip})
+    pipeline += [{"$limit": limit}, {"$project": ITEM_PROJECTION}]
+    return pipeline
+
+
+def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
+    """Count the items that list text hashes some of which have no vector document.
+
+    Such items are repairable: their next put re-embeds the missing texts.
+    """
+    return [
+        {"$match": {"vectors": {"$exists": True}}},
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$gt": [{"$size": {"$ifNull": ["$vectors", []]}}, {"$size": _BACKED_HASHES}]}}},
+        {"$count": "n"},
+    ]
+
+
+def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:
+    return {"$lookup": {"from": vectors_collection, "localField": "_id", "foreignField": "item_id", "as": "_vectors"}}
+
+
+# The item's listed text hashes that have a vector document (after _vectors_lookup).
+# $filter + $in rather than the $set* operators, which mongomock 4.3 lacks.
+_BACKED_HASHES: dict[str, Any] = {
+    "$filter": {
+        "input": {"$ifNull": ["$vectors", []]},
+        "as": "h",
+        "cond": {"$in": ["$$h", {"$ifNull": ["$_vectors.text_hash", []]}]},
+    }
+}
+
+
+VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
+
+
+def local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
+    """The items under the prefix that pass the filter (ids and listed hashes) and, unless
+    the store's vector cache already holds the prefix, every vector under it."""
+    reads: list[Step] = [
+        Find(
+            "items",
+            q.search_filter(op.namespace_prefix, op.filter, cutoff),
+            {"_id": 1, "vectors": 1, "updated_at": 1},
+            batch_size=LARGE_BATCH,
+        )
+    ]
+    if with_vectors:
+        reads.append(
+            Find(
+                "vectors",
+                q.vector_candidates_filter(op.namespace_prefix, cutoff),
+                VECTOR_PROJECTION,
+                batch_size=LARGE_BATCH,
+            )
+        )
+    return reads
+
+
+def _fetch_items(ids: list[str]) -> Plan:
+    if not ids:
+        return {}
+    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
+    return {d["_id"]: d for d in docs}
+
+
+def local_search_plan(
+    s: PendingSearch,
+    index: IndexSettings,
+    ctx: PlanContext,
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
+) -> Plan:
+    """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
+
+    A vector counts only while its item (filtered, unexpired) still lists its text hash.
+    The store's ``VectorCache`` holds the embeddings; vectors it lacks are fetched first.
+    """
+    items, vecs = candidates
+    cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
+    if vecs is not None:
+        cache.add_documents(vecs)
+        cache.mark_loaded(namespace_path(s.op.namespace_prefix))
+    cands = cache.candidates(items)
+    if cands.missing and vecs is None:
+        filt: dict[str, Any] = {"item_id": {"$in": cands.missing}}
+        if ctx.expiry_cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
+        cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
+        cands = cache.candidates(items)
+    assert s.query_vector is not None
+    while True:
+        page = _local_page(cache, cands, items, s.query_vector, s.op, index.similarity)
+        reads, held = _page_reads(page, cache, ctx.expiry_cutoff)
+        answers = (yield Parallel(tuple(reads))) if page else [[], []]
+        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
+        gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
+        if not gone:
+            break
+        cands = cache.drop_rows(cands, gone)
+    docs = {d["_id"]: d for d in answers[0]}
+    return [(docs[iid], score) for iid, score, _ in page if iid in docs]
+
+
+
+Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of its best vector)
+
+
+def _local_page(
+    cache: _vectors.VectorCache,
+    cands: _vectors.Candidates,
+    items: list[dict[str, Any]],
+    query_vector: list[float],
+    op: SearchOp,
+    similarity: str,
+) -> Ranked:
+    """The page of a local search: the best-scored items, then the unscored ones."""
+    end = op.offset + op.limit
+    ranked: Ranked = list(cache.rank(query_vector, cands, similarity, end))
+    # Items with no valid vector come after every scored item, newest first: those with
+    # no vectors at all, and those whose listed hashes have no vector (a failed vector
+    # write, or a delete or sweep racing a re-put): unscored until their next put
+    # re-embeds them, as on the Atlas path (unscored_pipeline).
+    if len(ranked) < end:
+        with_rows = set(cands.item_index.tolist())
+        unscored = sorted(
+            (d for i, d in enumerate(items) if i not in with_rows),
+            key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
+        )
+        ranked.extend((d["_id"], None, None) for d in unscored)
+    return ranked[op.offset : end]
+
+
+def _page_reads(
+    page: Ranked, cache: _vectors.VectorCache, cutoff: datetime | None
+) -> tuple[list[Step], dict[str, int]]:
+    """The page's items, and (same trip) a check that each scored one's best vector is
+    still stored under the hash its item lists: held rows outlive a failed write.
+
+    Returns the reads and ``{vector id: row}`` of the vectors checked.
+    """
+    held = {vector_id(iid, cache.vector_of(r)[1]): r for iid, _, r in page if r is not None}
+    page_ids = [iid for iid, _, _ in page]
+    reads: list[Step] = [Find("items", {"_id": {"$in": page_ids}}, {**ITEM_PROJECTION, "_id": 1})]
+    if held:
+        check: dict[str, Any] = {"_id": {"$in": list(held)}}
+        if cutoff is not None:
+            check = {"$and": [check, q.not_expired(cutoff)]}
+        reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
+    return reads, held
+
+
+def initial_k(op: SearchOp, index: IndexSettings) -> int:
+    """Vectors to ask for: enough for the page when items have a few vectors each."""
+    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
+
+
+def atlas_pipeline(s: PendingSearch, index: IndexSettings, ctx: PlanContext, k: int) -> list[dict[str, Any]]:
+    assert s.query_vector is not None
+    pre, post = q.vector_prefilter(s.op.namespace_prefix, s.op.filter, index.filter_fields)
+    return q.vector_search_pipeline(
+        index_name=index.index_name,
+        query_vector=s.query_vector,
+        num_candidates=min(MAX_CANDIDATES, max(k * index.candidate_factor, 100)),
+        k=k,
+        pre_filter=pre,
+        post_filter=post,
+        items_collection=ctx.items_name,
+        similarity=index.similarity,
+        offset=s.op.offset,
+        limit=s.op.limit,
+        now=ctx.expiry_cutoff,
+    )
+
+
+def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, first: list[dict[str, Any]]) -> Plan:
+    """Read a ``$vectorSearch`` page (the first one came with the batch's reads); when a
+    page comes back short while more candidates exist, ask again with four times more."""
+    op = s.op
+    k = initial_k(op, index)
+    out = first
+    while True:
+        facet = out[0] if out else {"hits": [], "scored": [], "page": []}
+        hits = facet["hits"][0]["n"] if facet["hits"] else 0
+        scored = facet["scored"][0]["n"] if facet["scored"] else 0
+        ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
+        exhausted = hits < k
+        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+            break
+        k = min(MAX_CANDIDATES, k * 4)
+        out = yield Aggregate("vectors", atlas_pipeline(s, index, ctx, k))
+    # The $facet carried ids and scores only (its output is capped at 100 MB, the
+    # document at 16 MiB): one more round trip fetches the page's items by _id.
+    docs = yield from _fetch_items([iid for iid, _ in ranked])
+    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
+    if len(page) < op.limit and exhausted:
+        # Every scored item was seen: fill the page with items that have no vectors
+        # (index=False, no indexed field), newest first, as InMemoryStore does.
+        skip = max(0, op.offset - scored)
+        docs = yield Aggregate(
+            "items", unscored_pipeline(op, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page))
+        )
+        page.extend((d, None) for d in docs)
+    return page

@@ -1,0 +1,133 @@
+"""The state a batch's phases share, and what a batch reports (``BatchOutcome``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+
+from mongostore.config import IndexSettings
+from mongostore.core.codec import item_id
+from mongostore.core.plan.context import PlanContext
+from mongostore.core.steps import Capabilities
+from mongostore.errors import WriteError
+
+
+@dataclass
+class PendingPut:
+    """A put or delete (``value`` None) of the batch, the last one per (namespace, key)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None  # None = delete
+    index: list[str] | bool | None
+    ttl: float | None
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        self.id = item_id(self.namespace, self.key)
+
+
+@dataclass
+class PendingSearch:
+    """A search of the batch at op position ``pos``; semantic ones get their query vector."""
+
+    pos: int
+    op: SearchOp
+    semantic: bool
+    query_vector: list[float] | None = None
+    read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch did: every op's result, and what of its write failed.
+
+    ``failures`` maps (namespace, key) to the server's message for each put or delete
+    with a rejected write; ``stored`` holds those whose value landed and only whose
+    vectors failed. ``write_error`` is an exception the whole write raised (a network
+    error, a write-concern error): the batch's reads are answered, its writes unknown.
+    """
+
+    results: list[Result]
+    failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
+    stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
+    write_error: Exception | None = None
+    refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
+
+    def error_for(self, pos: int, op: Op) -> Exception | None:
+        """The exception the caller of op ``pos`` must see, or None when its op succeeded.
+
+        A write that failed as a whole concerns the puts and deletes, and the reads whose
+        TTL refresh was part of it; a per-item rejection concerns that item's put only
+        (a failed refresh of one item is logged, as in the sync store).
+        """
+        if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
+            return self.write_error
+        if not isinstance(op, PutOp):
+            return None
+        target = (op.namespace, op.key)
+        if target in self.failures:
+            return WriteError([(*target, self.failures[target])], self.stored & {target})
+        return None
+
+    def raise_any(self) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        if self.failures:
+            raise WriteError([(ns, key, msg) for (ns, key), msg in self.failures.items()], self.stored)
+
+
+@dataclass
+class BatchState:
+    """What the phases of ``batch_outcome_plan`` hand on to each other.
+
+    ``validate_phase`` fills the ops (grouped by kind, puts deduped, last wins);
+    ``query_phase`` the search path (``use_atlas``, ``caps``) and the query vectors;
+    ``read_phase``/``answer_phase`` the results of reads, the first answers of semantic
+    searches and the stored vector hashes of the puts; ``embed_phase`` the puts' texts
+    and new vectors; ``rank_phase`` the semantic results; TTL refreshes are noted on the way.
+    """
+
+    ctx: PlanContext
+    results: list[Result]
+    gets: list[tuple[int, GetOp]] = field(default_factory=list)
+    searches: list[PendingSearch] = field(default_factory=list)
+    listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
+    puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
+    use_atlas: bool = False
+    fake: bool = False
+    caps: Capabilities | None = None
+    first_answers: dict[int, Any] = field(default_factory=dict)  # search pos -> local candidates or Atlas page
+    stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
+    put_texts: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # id -> {field: (text, hash)}
+    packed: dict[str, Any] = field(default_factory=dict)  # text -> its float32 BinData vector
+    refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl
+    refreshers: dict[str, list[int]] = field(default_factory=dict)  # item id -> positions of reads refreshing it
+
+    @property
+    def index(self) -> IndexSettings | None:
+        return self.ctx.index
+
+    @property
+    def semantic(self) -> list[PendingSearch]:
+        """The semantic searches that want a page (limit > 0)."""
+        return [s for s in self.searches if s.semantic and s.op.limit > 0]
+
+    @property
+    def put_list(self) -> list[PendingPut]:
+        return list(self.puts.values())
+
+    def note_refresh(
+        self, docs: list[dict[str, Any]], wanted: bool, id_of: Callable[[dict[str, Any]], str], pos: int
+    ) -> None:
+        """Read ``pos`` asked to refresh the TTL of the items it returned (``docs``)."""
+        if not wanted:
+            return
+        for doc in docs:
+            if doc.get("ttl_minutes") is not None:
+                iid = id_of(doc)
+                self.refresh[iid] = float(doc["ttl_minutes"])
+                self.refreshers.setdefault(iid, []).append(pos)

@@ -1,0 +1,79 @@
+"""Maintenance and reporting plans: the TTL sweep, ``status()`` (what ``mongostore doctor`` prints), aggregation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from mongostore.config import IndexSettings
+from mongostore.core import queries as q
+from mongostore.core.codec import plain_value
+from mongostore.core.plan.context import Plan
+from mongostore.core.plan.search import missing_vectors_pipeline
+from mongostore.core.steps import (
+    Aggregate,
+    Capabilities,
+    Count,
+    ListIndexes,
+    ListSearchIndexes,
+    Parallel,
+    Probe,
+    Step,
+    Write,
+    WriteOutcome,
+)
+from mongostore.errors import WriteError
+
+
+def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
+    """Delete expired items (and their vectors): for servers or fakes with no TTL monitor."""
+    reqs = []
+    if with_vectors:
+        reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
+    reqs.append(q.WriteRequest("items", "delete_many", {"expires_at": {"$lte": now}}))
+    outcome: WriteOutcome = yield Write(tuple(reqs))
+    if outcome.errors:
+        raise WriteError([((), "", f"the TTL sweep's delete failed: {msg}") for _, msg in outcome.errors])
+    return outcome.deleted
+
+
+def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Plan:
+    """What ``mongostore doctor`` prints: server, search path, indexes, counts.
+
+    ``items_missing_vectors``: items listing text hashes without a vector document
+    (unscored by semantic search until their next put re-embeds them).
+    """
+    caps: Capabilities = yield Probe(index.index_name if index is not None else "")
+    steps: list[Step] = [Count("items", {}), ListIndexes("items")]
+    if index is not None:
+        steps += [Count("vectors", {}), ListIndexes("vectors")]
+        if vectors_collection:
+            steps.append(Aggregate("items", missing_vectors_pipeline(vectors_collection)))
+    answers = yield Parallel(tuple(steps))
+    missing: int | None = None
+    if index is not None and vectors_collection:
+        missing = int(answers[4][0]["n"]) if answers[4] else 0
+    search_index: dict[str, Any] | None = None
+    if index is not None and (caps.vector_search or caps.search_commands):
+        found = yield ListSearchIndexes("vectors", index.index_name)
+        search_index = found[0] if found else None
+    return {
+        "server_version": caps.server_version,
+        "fake": caps.fake,
+        "vector_search_available": caps.vector_search,
+        "search_path": "none (no index configured)" if index is None else ("atlas" if caps.vector_search else "local"),
+        "client_bulk_write": caps.client_bulk_write,
+        "items": answers[0],
+        "item_indexes": answers[1],
+        "vectors": answers[2] if index is not None else None,
+        "vector_indexes": answers[3] if index is not None else None,
+        "vector_search_index": search_index,
+        "items_missing_vectors": missing,
+        "detail": caps.detail,
+    }
+
+
+def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
+    """The pipeline's output documents, with ints as ints (``plain_value``) on every backend."""
+    docs = yield Aggregate("items", pipeline)
+    return [plain_value(doc) for doc in docs]

@@ -1,0 +1,176 @@
+"""Client-side checks of ops, before any I/O: namespaces, keys, paging, filters, values, ttl, sizes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import bson
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from mongostore.config import MAX_TTL_MINUTES, IndexSettings
+from mongostore.core import queries as q
+from mongostore.core.codec import (
+    MAX_DOC_BYTES,
+    MAX_VALUE_BYTES,
+    ancestor_paths,
+    as_namespace,
+    check_value,
+    item_doc_size,
+    item_id,
+    unencodable,
+    vector_id,
+)
+from mongostore.errors import InvalidFilterError, InvalidValueError
+
+
+def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
+    for name in ("limit", "offset"):
+        v = getattr(op, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{type(op).__name__}.{name} must be a non-negative int, got {v!r}")
+
+
+def _check_labels(namespace: tuple[str, ...]) -> None:
+    for label in namespace:
+        if isinstance(label, str) and unencodable(label):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace!r}: it is not valid UTF-8 (a lone surrogate)"
+            )
+
+
+def _check_key(namespace: tuple[str, ...], key: Any) -> None:
+    # LangGraph types keys as str; its public get/put/delete str() them. An op given
+    # straight to batch() with another type would alias its str() (5 and "5"): refused.
+    if not isinstance(key, str):
+        raise InvalidValueError(
+            namespace, repr(key), f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
+            "with str(); ops given to batch() must hold str keys)"
+        )
+    if unencodable(key):
+        raise InvalidValueError(namespace, key, "the key is not valid UTF-8 (a lone surrogate)")
+
+
+def check_ttl(namespace: tuple[str, ...], key: str, ttl: Any) -> None:
+    if ttl is None:
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise InvalidValueError(namespace, key, f"ttl must be a number of minutes or None, got {ttl!r}")
+    if not math.isfinite(ttl) or ttl <= 0 or ttl > MAX_TTL_MINUTES:
+        raise InvalidValueError(
+            namespace, key, f"ttl must be a finite number of minutes in (0, {MAX_TTL_MINUTES:.0f}], got {ttl!r}"
+        )
+
+
+def normalize_op(op: Op) -> Op:
+    """The op with every namespace (and match path) as a tuple; lists are accepted at the edge."""
+    if isinstance(op, (GetOp, PutOp)):
+        ns = as_namespace(op.namespace)
+        return op if ns is op.namespace else op._replace(namespace=ns)
+    if isinstance(op, SearchOp):
+        ns = as_namespace(op.namespace_prefix, "namespace prefix")
+        return op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
+    if isinstance(op, ListNamespacesOp) and op.match_conditions:
+        conds = tuple(
+            c if isinstance(c.path, tuple) else c._replace(path=as_namespace(c.path, "match path"))
+            for c in op.match_conditions
+        )
+        return op._replace(match_conditions=conds)
+    return op
+
+
+def _validate(op: Op) -> None:
+    if isinstance(op, PutOp):
+        # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the
+        # op's (LangGraph 4.3: "write-only rules belong to put, not to op validation");
+        # InMemoryStore and the Agent Server write such ops through batch().
+        validate_op_namespace(op)
+        _check_labels(op.namespace)
+        _check_key(op.namespace, op.key)
+        if op.index not in (None, False) and not (
+            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        ):
+            raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
+        check_ttl(op.namespace, op.key, op.ttl)
+    elif isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
+        validate_op_namespace(op)
+        if isinstance(op, GetOp):
+            _check_labels(op.namespace)
+            _check_key(op.namespace, op.key)
+        if isinstance(op, SearchOp):
+            _check_labels(op.namespace_prefix)
+        if isinstance(op, (SearchOp, ListNamespacesOp)):
+            _check_paging(op)
+        if isinstance(op, ListNamespacesOp):
+            if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 0):
+                raise ValueError(f"max_depth must be a non-negative int or None, got {op.max_depth!r}")
+            for cond in op.match_conditions or ():
+                if cond.match_type not in ("prefix", "suffix"):
+                    raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
+                _check_labels(cond.path)
+    else:
+        raise ValueError(f"Unknown operation type: {type(op).__name__}")
+
+
+def check_op(op: Op) -> Op:
+    """Every client-side check of one op: namespace, key, paging, filter, value, ttl, index.
+
+    Returns the op with its namespaces as tuples. ``batch_plan`` runs it on each op
+    before any I/O; ``AsyncMongoStore`` runs it before an op is queued, so a bad call
+    fails only its own caller.
+    """
+    op = normalize_op(op)
+    _validate(op)
+    if isinstance(op, SearchOp):
+        q.value_filter(op.filter)
+    elif isinstance(op, PutOp) and op.value is not None:
+        check_value(op.namespace, op.key, op.value)
+    return op
+
+
+def check_sizes(
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    hashes: list[str],
+    fields: list[str],
+    index: IndexSettings,
+) -> None:
+    """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
+
+    A vector document holds every ancestor path of its item (``ns_prefixes``), so 200
+    labels of 1 KB make one of 20 MB even for a small value.
+    """
+    size = item_doc_size(namespace, key, value, hashes)
+    if size > MAX_VALUE_BYTES:
+        raise InvalidValueError(
+            namespace, key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
+            "MongoDB's limit is 16 MiB per document"
+        )
+    if not fields:
+        return
+    iid = item_id(namespace, key)
+    base = len(
+        bson.encode(
+            {
+                "_id": vector_id(iid, max(fields, key=len)),
+                "item_id": iid,
+                "ns_prefixes": ancestor_paths(namespace),
+                "value": q.filter_field_values(value, index.filter_fields),
+            }
+        )
+    )
+    vec = base + 2 * max(len(f.encode()) for f in fields) + index.dims * 4 + 256
+    if vec > MAX_DOC_BYTES:
+        raise InvalidValueError(
+            namespace, key, f"its vector documents would be {vec:,} bytes as BSON (each holds every "
+            f"ancestor path of the namespace, {len(namespace)} labels); MongoDB's limit is 16 MiB per document"
+        )

@@ -1,0 +1,111 @@
+"""Pure builders: filters, pipelines, write requests and index definitions.
+
+Everything here takes arguments and returns dicts, lists or small frozen
+dataclasses; nothing touches the network or a store. User input reaches MQL only
+as *values* under operators this module wrote itself: field names and operators
+from a filter are checked against an allow-list first, and namespace labels are
+``re.escape``-d before they go into a ``$regex``.
+
+The builders live in five modules: ``namespaces`` (prefix and expiry filters, the
+list_namespaces pipeline), ``filters`` (the search filter's allow-list), ``vector_search``
+(the ``$vectorSearch`` pipeline and its pre-filter), ``writes`` (write requests) and
+``indexes`` (index specs and the vector index definition). Import them from here.
+"""
+
+from __future__ import annotations
+
+from mongostore.core.queries.filters import (
+    COMPARISON_OPS,
+    EXTENSION_OPS,
+    INT64_MAX,
+    INT64_MIN,
+    ITEM_SORT,
+    LITERAL_TYPES,
+    LOGICAL_OPS,
+    MAX_FILTER_DEPTH,
+    NEVER,
+    NOT_ARRAY,
+    SCALARS,
+    search_filter,
+    value_filter,
+)
+from mongostore.core.queries.indexes import (
+    IndexSpec,
+    item_indexes,
+    vector_index_definition,
+    vector_indexes,
+)
+from mongostore.core.queries.namespaces import (
+    NS_KEY,
+    list_namespaces_pipeline,
+    namespaces_match,
+    not_expired,
+    prefix_filter,
+)
+from mongostore.core.queries.vector_search import (
+    FILTER_SCALARS,
+    MAX_FILTER_STRING,
+    atlas_score_to_similarity,
+    filter_field_names,
+    filter_field_values,
+    vector_candidates_filter,
+    vector_prefilter,
+    vector_search_pipeline,
+)
+from mongostore.core.queries.writes import (
+    Role,
+    WriteRequest,
+    delete_item_requests,
+    float32_vector,
+    ns_key_migration,
+    ns_key_request,
+    prune_vectors_request,
+    put_item_request,
+    put_vector_request,
+    refresh_ttl_requests,
+    retag_vectors_request,
+)
+
+__all__ = [
+    "COMPARISON_OPS",
+    "EXTENSION_OPS",
+    "FILTER_SCALARS",
+    "INT64_MAX",
+    "INT64_MIN",
+    "ITEM_SORT",
+    "LITERAL_TYPES",
+    "LOGICAL_OPS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_STRING",
+    "NEVER",
+    "NOT_ARRAY",
+    "NS_KEY",
+    "SCALARS",
+    "IndexSpec",
+    "Role",
+    "WriteRequest",
+    "atlas_score_to_similarity",
+    "delete_item_requests",
+    "filter_field_names",
+    "filter_field_values",
+    "float32_vector",
+    "item_indexes",
+    "list_namespaces_pipeline",
+    "namespaces_match",
+    "not_expired",
+    "ns_key_migration",
+    "ns_key_request",
+    "prefix_filter",
+    "prune_vectors_request",
+    "put_item_request",
+    "put_vector_request",
+    "refresh_ttl_requests",
+    "retag_vectors_request",
+    "search_filter",
+    "value_filter",
+    "vector_candidates_filter",
+    "vector_index_definition",
+    "vector_indexes",
+    "vector_prefilter",
+    "vector_search_pipeline",
+]

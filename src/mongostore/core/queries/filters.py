@@ -1,0 +1,284 @@
+"""LangGraph's search filter as MQL: an allow-list of operators, values only as operands."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from bson.decimal128 import Decimal128
+from bson.objectid import ObjectId
+from bson.regex import Regex
+
+from mongostore.core.codec import unencodable
+from mongostore.core.queries.namespaces import not_expired, prefix_filter
+from mongostore.errors import InvalidFilterError
+
+# Operators of LangGraph's filter contract, plus the safe extensions.
+COMPARISON_OPS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+EXTENSION_OPS = frozenset({"$in", "$nin", "$exists"})
+LOGICAL_OPS = frozenset({"$and", "$or"})
+
+ITEM_SORT: list[tuple[str, int]] = [("updated_at", -1), ("path", 1), ("key", 1)]
+
+
+def _reject(msg: str) -> InvalidFilterError:
+    return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)")
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Filters nest through dicts, lists and $and/$or; deeper than this is refused up front
+# (MongoDB refuses documents nested over 100 levels, and the checks here recurse).
+MAX_FILTER_DEPTH = 50
+# Operand types a filter may hold besides containers: what a stored value can hold and
+# compare by value. Python's Decimal, set, date, UUID and arbitrary objects have no BSON
+# encoding; compiled patterns and bson Regex would run a regex, which $regex is refused for.
+LITERAL_TYPES: tuple[type, ...] = (str, bool, int, float, datetime, type(None), ObjectId, Decimal128, bytes)
+
+
+class _NeverEqual(Exception):
+    """An operand no stored value can equal (an int beyond int64 that no double equals)."""
+
+
+def _int_bounds(n: int) -> tuple[float, float]:
+    """The doubles ``lo <= n <= hi`` next to an int beyond int64 (``lo == hi`` when exact).
+
+    Stored numbers are int64 or double, so comparing with ``lo``/``hi`` gives exactly the
+    answer the comparison with ``n`` would: no stored number lies strictly between them.
+    """
+    try:
+        f = float(n)
+    except OverflowError:
+        f = math.inf if n > 0 else -math.inf
+    if f == n:
+        return f, f
+    if f > n:
+        return math.nextafter(f, -math.inf), f
+    return f, math.nextafter(f, math.inf)
+
+
+def _literal(value: Any, where: str, depth: int = 0) -> Any:
+    """An operand as BSON can send it, or ``InvalidFilterError`` naming what is wrong.
+
+    Operands are data: no ``$`` field names, no regex patterns, only types MongoDB stores.
+    An int beyond int64 becomes the double equal to it, or raises ``_NeverEqual``.
+    """
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter {where}: nested deeper than {MAX_FILTER_DEPTH} levels")
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or k.startswith("$"):
+                raise _reject(f"filter {where}: operator {k!r} is not allowed inside a value")
+            if unencodable(k):
+                raise InvalidFilterError(f"filter {where}: field name {k!r} is not valid UTF-8")
+            out[k] = _literal(v, f"{where}.{k}", depth + 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_literal(v, where, depth + 1) for v in value]
+    if isinstance(value, (re.Pattern, Regex)):
+        raise InvalidFilterError(f"filter {where}: regex patterns are not allowed (a $regex in disguise)")
+    if not isinstance(value, LITERAL_TYPES):
+        raise InvalidFilterError(
+            f"filter {where}: a {type(value).__name__} cannot be compared with stored values "
+            "(use a str, int, float, bool, datetime, None, list or dict)"
+        )
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        lo, hi = _int_bounds(value)
+        if lo != hi:
+            raise _NeverEqual
+        return lo
+    if isinstance(value, str) and unencodable(value):
+        raise InvalidFilterError(f"filter {where}: the string {value!r} is not valid UTF-8 (a lone surrogate)")
+    return value
+
+
+def _check_field_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise _reject(f"filter field {name!r} must be a non-empty string")
+    if name.startswith("$"):
+        if name in COMPARISON_OPS | EXTENSION_OPS:
+            raise InvalidFilterError(
+                f"filter operator {name!r} must apply to a field, e.g. {{'field': {{{name!r}: ...}}}}"
+            )
+        raise _reject(f"filter operator {name!r} is not supported")
+    if "." in name or "\x00" in name:
+        raise InvalidFilterError(
+            f"filter field {name!r}: field names cannot contain '.' or NUL; "
+            "match nested fields with a nested dict, e.g. {'meta': {'a': 1}}"
+        )
+    if unencodable(name):
+        raise InvalidFilterError(f"filter field {name!r} is not valid UTF-8 (a lone surrogate)")
+    return name
+
+
+NOT_ARRAY: dict[str, Any] = {"$not": {"$type": "array"}}
+SCALARS = (str, int, float, bool, datetime, type(None), ObjectId, Decimal128, bytes)
+# A condition no document meets: what equality with an operand no stored value equals becomes.
+NEVER: dict[str, Any] = {"_id": {"$in": []}}
+
+
+def _list_equal(path: str, value: list[Any]) -> dict[str, Any]:
+    """The field equals this list exactly.
+
+    ``{f: {"$eq": L}}`` alone also matches arrays that hold L as an element; the
+    ``$expr`` (built here, with the operand as a ``$literal``) compares the whole
+    value. The plain clause comes first: it can use an index, and it keeps the
+    ``$expr`` away from documents that lack the field.
+    """
+    return {"$and": [{path: {"$eq": value}}, {"$expr": {"$eq": ["$" + path, {"$literal": value}]}}]}
+
+
+def _equality(path: str, value: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """Whole-value equality as in LangGraph's stores; dicts match by containment.
+
+    MongoDB compares each element of an array field; LangGraph compares the value as a
+    whole, so scalar comparisons exclude arrays, and containment never looks inside
+    arrays on the way down (each dict level must not be an array). A nested dict of
+    operators (``{"meta": {"level": {"$gte": 2}}}``) applies them to that nested field,
+    with the same semantics as at the top level, as InMemoryStore does.
+    """
+    if depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter {path}: nested deeper than {MAX_FILTER_DEPTH} levels")
+    if isinstance(value, Mapping):
+        if not value:
+            return [{path: {"$type": "object", **NOT_ARRAY}}]
+        clauses: list[dict[str, Any]] = [{path: NOT_ARRAY}]
+        for k, v in value.items():
+            clauses.extend(_field_clauses(k, v, path, depth + 1))
+        return clauses
+    try:
+        literal = _literal(value, path)
+    except _NeverEqual:
+        return [NEVER]
+    if isinstance(literal, list):
+        return [_list_equal(path, literal)]
+    return [{path: {"$eq": literal, **NOT_ARRAY}}]
+
+
+def _range(path: str, op: str, operand: int) -> list[dict[str, Any]]:
+    """A comparison with an int beyond int64, through the doubles next to it."""
+    lo, hi = _int_bounds(operand)
+    if lo == hi:
+        return [{path: {op: lo, **NOT_ARRAY}}]
+    if op in ("$lt", "$lte"):
+        return [{path: {"$lt": hi, **NOT_ARRAY}}]
+    if op in ("$gt", "$gte"):
+        return [{path: {"$gt": lo, **NOT_ARRAY}}]
+    if op == "$eq":
+        return [NEVER]
+    return []  # $ne: every value differs from it
+
+
+def _in_operand(path: str, op: str, operand: Any) -> list[Any]:
+    if not isinstance(operand, (list, tuple)):
+        raise InvalidFilterError(f"filter {path}: {op} takes a list, got {type(operand).__name__}")
+    out = []
+    for v in operand:
+        try:
+            out.append(_literal(v, f"{path} {op}"))
+        except _NeverEqual:
+            continue  # no stored value equals it: it adds nothing to $in nor to $nin
+    return out
+
+
+def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cond: dict[str, Any] = {}
+    clauses: list[dict[str, Any]] = []
+    for op, operand in ops.items():
+        if op in COMPARISON_OPS:
+            if isinstance(operand, int) and not isinstance(operand, bool) and not INT64_MIN <= operand <= INT64_MAX:
+                clauses.extend(_range(path, op, operand))
+                continue
+            try:
+                literal = _literal(operand, f"{path} {op}")
+            except _NeverEqual:
+                # A list or dict holding such an int: no stored value equals it.
+                literal = NEVER
+            if literal is NEVER and op in ("$eq", "$ne"):
+                clauses.extend([NEVER] if op == "$eq" else [])
+            elif isinstance(literal, list) and op in ("$eq", "$ne"):
+                exact = _list_equal(path, literal)
+                clauses.append(exact if op == "$eq" else {"$nor": [exact]})
+            elif not isinstance(literal, SCALARS):
+                raise InvalidFilterError(
+                    f"filter {path}: {op} takes a string, number, bool, date or null, got "
+                    f"{type(operand).__name__}; match nested fields with a nested dict"
+                )
+            elif op == "$ne":
+                # A whole array never equals a scalar, so arrays pass $ne (MongoDB would
+                # drop arrays that contain the operand).
+                clauses.append({"$or": [{path: {"$ne": literal}}, {path: {"$type": "array"}}]})
+            else:
+                cond[op] = literal
+                cond.update(NOT_ARRAY)
+        elif op in ("$in", "$nin"):
+            # An extension with MongoDB's semantics: an array field matches by its elements.
+            cond[op] = _in_operand(path, op, operand)
+        elif op == "$exists":
+            if not isinstance(operand, bool):
+                raise InvalidFilterError(f"filter {path}: $exists takes true or false")
+            cond[op] = operand
+        elif op in LOGICAL_OPS:
+            raise InvalidFilterError(
+                f"filter {path}: {op} combines whole filters; put it at the top level of the filter "
+                f"(or inside another $and/$or), e.g. {{{op!r}: [{{'a': 1}}, {{'b': 2}}]}}"
+            )
+        else:
+            raise _reject(f"filter {path}: operator {op!r} is not supported")
+    return ([{path: cond}] if cond else []) + clauses
+
+
+def _field_clauses(name: str, spec: Any, base: str, depth: int = 0) -> list[dict[str, Any]]:
+    path = f"{base}.{_check_field_name(name)}"
+    if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+        return _operators(path, spec)
+    if isinstance(spec, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in spec):
+        raise InvalidFilterError(
+            f"filter {path}: do not mix operators and field names in one dict "
+            "(use {'field': {'$gt': 1}} for operators, {'field': {'sub': 1}} for nested fields)"
+        )
+    return _equality(path, spec, depth)
+
+
+def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: int = 0) -> dict[str, Any]:
+    """A LangGraph search filter on top-level ``value`` fields -> MQL on ``base.<field>``.
+
+    Raises ``InvalidFilterError`` (a ``ValueError``) for anything outside the allow-list:
+    ``$where``, ``$expr``, ``$function``, ``$regex``... never reach the server.
+    """
+    if not filter:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise InvalidFilterError(f"filter must be a dict, got {type(filter).__name__}")
+    if _depth > MAX_FILTER_DEPTH:
+        raise InvalidFilterError(f"filter: $and/$or nested deeper than {MAX_FILTER_DEPTH} levels")
+    clauses: list[dict[str, Any]] = []
+    for name, spec in filter.items():
+        if name in LOGICAL_OPS:
+            if not isinstance(spec, (list, tuple)) or not spec:
+                raise InvalidFilterError(f"filter {name} takes a non-empty list of filters")
+            subs = [value_filter(sub, base, _depth + 1) if isinstance(sub, Mapping) else None for sub in spec]
+            if any(s is None for s in subs):
+                raise InvalidFilterError(f"filter {name} takes a list of dicts")
+            clauses.append({name: [s or {} for s in subs]})
+        else:
+            clauses.extend(_field_clauses(name, spec, base, _depth))
+    if not clauses:
+        return {}
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def search_filter(
+    namespace_prefix: tuple[str, ...], filter: Mapping[str, Any] | None, now: datetime | None
+) -> dict[str, Any]:
+    """The ``find`` filter of a plain search: prefix, value filter, expiry."""
+    parts = [prefix_filter(namespace_prefix), value_filter(filter)]
+    if now is not None:
+        parts.append(not_expired(now))
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    return parts[0] if len(parts) == 1 else {"$and": parts}

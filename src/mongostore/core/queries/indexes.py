@@ -1,0 +1,41 @@
+"""B-tree/TTL index specs and the Atlas vector index definition."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    keys: tuple[tuple[str, int], ...]
+    name: str
+    unique: bool = False
+    expire_after_seconds: int | None = None
+
+
+def item_indexes() -> list[IndexSpec]:
+    return [
+        IndexSpec((("path", 1), ("key", 1)), "path_key", unique=True),
+        IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
+        IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
+    ]
+
+
+def vector_indexes() -> list[IndexSpec]:
+    return [
+        IndexSpec((("item_id", 1),), "item_id"),
+        IndexSpec((("ns_prefixes", 1),), "ns_prefixes"),
+        IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
+    ]
+
+
+def vector_index_definition(dims: int, similarity: str, filter_fields: Sequence[str]) -> dict[str, Any]:
+    """The Atlas ``vectorSearch`` index definition (what ``atlas-index.json`` holds)."""
+    fields: list[dict[str, Any]] = [
+        {"type": "vector", "path": "embedding", "numDimensions": dims, "similarity": similarity},
+        {"type": "filter", "path": "ns_prefixes"},
+    ]
+    fields.extend({"type": "filter", "path": f"value.{name}"} for name in filter_fields)
+    return {"fields": fields}

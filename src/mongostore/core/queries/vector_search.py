@@ -1,0 +1,211 @@
+"""The ``$vectorSearch`` pipeline, its pre-filter split, and the local path's candidate filter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from mongostore.core.codec import namespace_path
+from mongostore.core.queries.filters import LOGICAL_OPS, value_filter
+from mongostore.core.queries.namespaces import not_expired
+
+
+def vector_prefilter(
+    namespace_prefix: tuple[str, ...],
+    filter: Mapping[str, Any] | None,
+    filter_fields: Sequence[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
+
+    The namespace prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no
+    ``$regex``). Filter entries on declared filter fields whose operators
+    ``$vectorSearch`` understands go into the pre-filter (on the vector documents'
+    copy ``value.<field>``); everything else is applied to the joined items.
+    """
+    pre: list[dict[str, Any]] = []
+    if namespace_prefix:
+        pre.append({"ns_prefixes": namespace_path(namespace_prefix)})
+    post: dict[str, Any] = {}
+    for name, spec in (filter or {}).items():
+        if name in filter_fields and _prefilterable(spec):
+            # Vector documents copy only scalar values of filter fields, so plain MQL
+            # equality here cannot match an array that merely contains the value.
+            ops = dict(spec) if isinstance(spec, Mapping) else {"$eq": spec}
+            pre.append({f"value.{name}": {op: list(v) if isinstance(v, tuple) else v for op, v in ops.items()}})
+        else:
+            post[name] = spec
+    pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
+    return pre_filter, post
+
+
+FILTER_SCALARS = (str, int, float, bool, datetime)
+
+
+def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) -> dict[str, Any]:
+    """The scalar values of the declared filter fields, copied onto vector documents."""
+    return {f: value[f] for f in filter_fields if isinstance(value.get(f), FILTER_SCALARS)}
+
+
+# mongot indexes filter strings up to this many characters (longer values are cut at
+# index time, not at query time: a longer operand never matches).
+MAX_FILTER_STRING = 8191
+
+
+def _mongot_type(value: Any) -> str | None:
+    """mongot's ``ValueType`` of an operand we may send (``Value.fromBson``), else None.
+
+    bool, number, string and date are distinct types; null is left to the post-filter
+    (vector documents do not copy missing or non-scalar values, so its meaning differs).
+    """
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number" if not isinstance(value, int) or -(2**63) <= value < 2**63 else None
+    if isinstance(value, str):
+        return "string" if len(value) <= MAX_FILTER_STRING else None
+    if isinstance(value, datetime):
+        return "date"
+    return None
+
+
+def _prefilterable(spec: Any) -> bool:
+    """Only what mongot accepts, with the post-filter's meaning; the rest is post-filtered.
+
+    Equality on a bool, number, string or date; ranges on numbers, strings and dates;
+    ``$in`` of a non-empty list whose elements are all of one type (``InOperator``:
+    "must have elements of the same type"; null is not allowed). ``$ne``/``$nin`` stay in
+    the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
+    documents copy only scalar values) is not documented.
+    """
+    if not (isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec)):
+        return not isinstance(spec, Mapping) and _mongot_type(spec) is not None
+    for op, v in spec.items():
+        if op == "$eq":
+            ok = _mongot_type(v) is not None
+        elif op in ("$gt", "$gte", "$lt", "$lte"):
+            ok = _mongot_type(v) in ("number", "string", "date")
+        elif op == "$in":
+            types = {_mongot_type(x) for x in v} if isinstance(v, (list, tuple)) and v else {None}
+            ok = len(types) == 1 and None not in types
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
+    """Convert ``vectorSearchScore`` back to what LangGraph's stores report.
+
+    cosine / dotProduct: Atlas gives (1 + s) / 2 -> s = 2 * score - 1.
+    euclidean: Atlas gives 1 / (1 + d^2) -> report -d = -sqrt(1 / score - 1).
+    """
+    if similarity == "euclidean":
+        return {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
+    return {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
+
+
+def _vector_search_stage(
+    index_name: str, query_vector: Sequence[float], num_candidates: int, k: int, pre_filter: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``$vectorSearch`` stage's body: the ``k`` nearest vectors that pass the pre-filter."""
+    stage: dict[str, Any] = {
+        "index": index_name,
+        "path": "embedding",
+        "queryVector": list(query_vector),
+        "numCandidates": num_candidates,
+        "limit": k,
+    }
+    if pre_filter:
+        stage["filter"] = dict(pre_filter)
+    return stage
+
+
+def vector_search_pipeline(
+    *,
+    index_name: str,
+    query_vector: Sequence[float],
+    num_candidates: int,
+    k: int,
+    pre_filter: Mapping[str, Any],
+    post_filter: Mapping[str, Any],
+    items_collection: str,
+    similarity: str,
+    offset: int,
+    limit: int,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """The Atlas pipeline of one semantic search page: item ids and scores, not items.
+
+    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once, keeping only
+    what the next stages read (``vectors``, ``expires_at``, the post-filter's fields)
+    -> ``$facet``: ``hits``, the raw vector hits (fewer than ``k`` means the search saw
+    every candidate, so asking for more cannot fill a short page); ``scored``, how many
+    items matched; and ``page``: drop vectors whose text hash the item no longer
+    lists (a failed or stale write) or whose item is gone, apply the remaining
+    filters, keep the best vector per item, then sort, skip and limit, as
+    ``{_id: item id, score}``. Each ``$facet`` output is capped at 100 MB and the
+    result document at 16 MiB (``$facet`` manual page), so whole items never go
+    through it: the caller fetches the page's items by ``_id`` afterwards.
+    """
+    stage = _vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
+    # $in needs an array: an item without `vectors` (index=False) has no valid vector.
+    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
+    vf = value_filter(post_filter, base="item.value")
+    if vf:
+        item_match.append(vf)
+    if now is not None:
+        item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
+    valid: list[dict[str, Any]] = [
+        {"$unwind": "$item"},
+        {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
+        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}}},
+    ]
+    page: list[dict[str, Any]] = [
+        *valid,
+        {"$sort": {"score": -1, "_id": 1}},
+        {"$skip": offset},
+        {"$limit": limit},
+        {"$project": {"_id": 1, "score": atlas_score_to_similarity(similarity)}},
+    ]
+    kept: dict[str, Any] = {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1}
+    if now is not None:
+        kept["item.expires_at"] = 1
+    kept.update({f"item.value.{name}": 1 for name in filter_field_names(post_filter)})
+    return [
+        {"$vectorSearch": stage},
+        {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": {"$meta": "vectorSearchScore"}}},
+        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
+        {"$project": kept},
+        {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
+    ]
+
+
+def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
+    """The top-level ``value`` fields a search filter reads (through ``$and``/``$or``), sorted."""
+    names: set[str] = set()
+
+    def walk(f: Mapping[str, Any]) -> None:
+        for name, spec in f.items():
+            if name in LOGICAL_OPS:
+                for sub in spec if isinstance(spec, (list, tuple)) else ():
+                    if isinstance(sub, Mapping):
+                        walk(sub)
+            else:
+                names.add(str(name))
+
+    walk(filter or {})
+    return sorted(names)
+
+
+def vector_candidates_filter(namespace_prefix: tuple[str, ...], now: datetime | None) -> dict[str, Any]:
+    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes)."""
+    parts: list[dict[str, Any]] = []
+    if namespace_prefix:
+        parts.append({"ns_prefixes": namespace_path(namespace_prefix)})
+    if now is not None:
+        parts.append(not_expired(now))
+    if not parts:
+        return {}
+    return parts[0] if len(parts) == 1 else {"$and": parts}

@@ -1,0 +1,240 @@
+"""Write requests: item upserts, vector writes, deletes and TTL refreshes (pure data)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
+
+from mongostore.core.codec import ancestor_paths, item_id, namespace_key, namespace_path, vector_id
+from mongostore.core.queries.namespaces import NS_KEY
+
+Role = Literal["items", "vectors"]
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One write of a bulk request, on the items or the vectors collection.
+
+    The drivers turn these into pymongo models (with ``namespace=`` for the
+    client-level ``bulk_write`` of MongoDB 8.0+).
+    """
+
+    role: Role
+    kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
+    filter: dict[str, Any]
+    update: dict[str, Any] | list[dict[str, Any]] | None = None  # a list is an update pipeline
+    upsert: bool = False
+    item: tuple[tuple[str, ...], str] | None = field(default=None, compare=False)
+
+
+def ns_key_migration() -> WriteRequest:
+    """Give items written before ``ns_key`` existed their key, on the server (MongoDB 4.2+)."""
+    rest = {"$slice": ["$namespace", 1, {"$max": [1, {"$size": "$namespace"}]}]}
+    joined = {
+        "$reduce": {
+            "input": rest,
+            "initialValue": {"$arrayElemAt": ["$namespace", 0]},
+            "in": {"$concat": ["$$value", "\x00", "$$this"]},
+        }
+    }
+    return WriteRequest(
+        "items",
+        "update_many",
+        {NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}},
+        [{"$set": {NS_KEY: joined}}],
+    )
+
+
+def ns_key_request(_id: Any, namespace: Sequence[str]) -> WriteRequest:
+    """The same, for one item, computed in the client (servers or fakes without ``$reduce``)."""
+    return WriteRequest("items", "update_one", {"_id": _id}, {"$set": {NS_KEY: namespace_key(list(namespace))}})
+
+
+def put_item_request(
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+    vector_hashes: list[str] | None,
+) -> WriteRequest:
+    """Upsert of one item as an update pipeline, so no read is needed to order writes.
+
+    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one
+    millisecond (BSON dates hold milliseconds): every write of an item moves it
+    forward, however close together two writes land. ``created_at`` is set on insert
+    from that same ``updated_at``, so ``created_at <= updated_at`` always holds.
+    Everything the caller gave goes in as a ``$literal``: in a pipeline a string
+    starting with ``$`` would otherwise be read as a field path.
+
+    ``vector_hashes`` None leaves ``vectors`` as it is (no index configured); a list
+    sets it, an empty list removes it.
+    """
+    set_: dict[str, Any] = {
+        "namespace": {"$literal": list(namespace)},
+        "path": {"$literal": namespace_path(namespace)},
+        "depth": len(namespace),
+        NS_KEY: {"$literal": namespace_key(namespace)},
+        "key": {"$literal": key},
+        "value": {"$literal": value},
+        "updated_at": {"$max": [now, {"$add": ["$updated_at", 1]}]},
+    }
+    unset: list[str] = []
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+        set_["ttl_minutes"] = float(ttl_minutes)
+    else:
+        unset += ["expires_at", "ttl_minutes"]
+    if vector_hashes is not None:
+        if vector_hashes:
+            set_["vectors"] = {"$literal": vector_hashes}
+        else:
+            unset.append("vectors")
+    pipeline: list[dict[str, Any]] = [
+        {"$set": set_},
+        {"$set": {"created_at": {"$ifNull": ["$created_at", "$updated_at"]}}},
+    ]
+    if unset:
+        # $project with exclusions is $unset's older spelling (mongomock 4.3 lacks $unset).
+        pipeline.append({"$project": {name: 0 for name in unset}})
+    return WriteRequest(
+        "items", "update_one", {"_id": item_id(namespace, key)}, pipeline, upsert=True, item=(namespace, key)
+    )
+
+
+def delete_item_requests(namespace: tuple[str, ...], key: str, with_vectors: bool) -> list[WriteRequest]:
+
+    iid = item_id(namespace, key)
+    reqs = [WriteRequest("items", "delete_one", {"_id": iid}, item=(namespace, key))]
+    if with_vectors:
+        reqs.insert(0, WriteRequest("vectors", "delete_many", {"item_id": iid}, item=(namespace, key)))
+    return reqs
+
+
+_FLOAT32_VECTOR = b"\x27\x00"  # BinaryVectorDtype.FLOAT32, padding 0
+
+
+def float32_vector(vector: Sequence[float] | npt.NDArray[np.floating[Any]]) -> Binary:
+    """A vector as a packed float32 BinData vector.
+
+    Byte for byte what ``Binary.from_vector(list(vector), BinaryVectorDtype.FLOAT32)``
+    gives; a list of floats is packed by one ``struct`` call (about 4x faster than a
+    numpy conversion of a Python list), a numpy array by numpy.
+    """
+    if isinstance(vector, np.ndarray):
+        with np.errstate(over="ignore"):
+            m32 = np.ascontiguousarray(vector, dtype="<f4").reshape(-1)
+        if np.isinf(m32).any() and np.isfinite(vector).all():
+            raise ValueError("the embedder returned values too large for float32 vectors")
+        data = m32.tobytes()
+    else:
+        try:
+            data = struct.pack(f"<{len(vector)}f", *vector)
+        except OverflowError as exc:
+            raise ValueError("the embedder returned values too large for float32 vectors") from exc
+        except struct.error as exc:
+            raise ValueError(f"the embedder returned a vector that is not all numbers ({exc})") from exc
+    return Binary(_FLOAT32_VECTOR + data, VECTOR_SUBTYPE)
+
+
+def put_vector_request(
+    namespace: tuple[str, ...],
+    key: str,
+    field_name: str,
+    hash_: str,
+    embedding: Sequence[float] | Binary,
+    value_fields: Mapping[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+) -> WriteRequest:
+
+
+    iid = item_id(namespace, key)
+    set_: dict[str, Any] = {
+        "item_id": iid,
+        "field": field_name,
+        "text_hash": hash_,
+        "ns_prefixes": ancestor_paths(namespace),
+        # A packed float32 BinData vector (what Atlas indexes most compactly): a third of
+        # the size of an array of doubles, and the local path reads it without a Python
+        # float object per number.
+        "embedding": embedding
+        if isinstance(embedding, Binary)
+        else Binary.from_vector(list(embedding), BinaryVectorDtype.FLOAT32),
+        "updated_at": now,
+    }
+    if value_fields:
+        set_["value"] = dict(value_fields)
+    update: dict[str, Any] = {"$set": set_}
+    unset: dict[str, Any] = {}
+    if not value_fields:
+        unset["value"] = ""
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+    else:
+        unset["expires_at"] = ""
+    if unset:
+        update["$unset"] = unset
+    return WriteRequest(
+        "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
+    )
+
+
+def retag_vectors_request(
+    namespace: tuple[str, ...],
+    key: str,
+    value_fields: Mapping[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+) -> WriteRequest:
+    """Keep unchanged vectors of a re-put item in step with it (expiry, filter fields)."""
+
+
+    set_: dict[str, Any] = {"updated_at": now}
+    unset: dict[str, Any] = {}
+    if value_fields:
+        set_["value"] = dict(value_fields)
+    else:
+        unset["value"] = ""
+    if ttl_minutes is not None:
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+    else:
+        unset["expires_at"] = ""
+    update: dict[str, Any] = {"$set": set_}
+    if unset:
+        update["$unset"] = unset
+    return WriteRequest(
+        "vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key)
+    )
+
+
+def prune_vectors_request(namespace: tuple[str, ...], key: str, keep_fields: Sequence[str]) -> WriteRequest:
+    """Remove the vectors of fields an item no longer has (or all, for index=False)."""
+
+    filt: dict[str, Any] = {"item_id": item_id(namespace, key)}
+    if keep_fields:
+        filt["field"] = {"$nin": list(keep_fields)}
+    return WriteRequest("vectors", "delete_many", filt, item=(namespace, key))
+
+
+def refresh_ttl_requests(
+    role: Role, ids_by_ttl: Mapping[float, Sequence[str]], now: datetime, id_field: str = "_id"
+) -> list[WriteRequest]:
+    """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL)."""
+
+    return [
+        WriteRequest(
+            role,
+            "update_many",
+            {id_field: {"$in": list(ids)}},
+            {"$set": {"expires_at": now + timedelta(minutes=ttl)}},
+        )
+        for ttl, ids in sorted(ids_by_ttl.items())
+    ]
