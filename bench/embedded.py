@@ -25,7 +25,8 @@ from _common import DIMS, MemoEmbeddings, Row, machine, paired_rounds, ratio_spr
 from langgraph.store.base import PutOp
 from langgraph.store.memory import InMemoryStore
 
-from mongostore import MongoStore, cli
+from mongostore import MongoStore
+from mongostore.tools import cli
 
 NS = ("bench", "embedded")
 SEC = "embedded store vs InMemoryStore"

@@ -36,10 +36,10 @@ def ours(path: Path) -> tuple[Any, Any]:
 
 def ours_store(path: Path, index: Any) -> Any:
     """``MongoStore.local`` itself: one file transaction (one save) per batch."""
-    import mongostore.drivers.embedded as embedded
     from mongostore import MongoStore
+    from mongostore.drivers.embedded import proxy
 
-    embedded._ENGINES.clear()  # a fresh engine, as in a new process
+    proxy._ENGINES.clear()  # a fresh engine, as in a new process
     return MongoStore.local(path, db_name="bench", index=index)
 
 

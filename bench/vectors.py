@@ -94,7 +94,7 @@ class ListCollection:
         return {k: doc[k] for k in keep if k in doc}
 
     def find(self, filter: dict[str, Any] | None = None, projection: dict[str, Any] | None = None) -> Any:
-        from _common import _LazyCursor
+        from _proxies import _LazyCursor
         from mongomock.filtering import filter_applies
 
         def run(_c: Any) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
-from mongostore.drivers.io import AsyncIO, run_async
+from mongostore.drivers.aio import AsyncIO, run_async
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")

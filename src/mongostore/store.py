@@ -35,8 +35,8 @@ from mongostore.config import (
 from mongostore.core import plan as _plan
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
-from mongostore.drivers.io import SyncIO, run_sync
 from mongostore.drivers.mongomock_compat import in_memory_collection
+from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
 
 logger = logging.getLogger("mongostore")

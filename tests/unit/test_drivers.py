@@ -18,7 +18,8 @@ from mongostore import WriteError
 from mongostore.core.plan import PlanContext, batch_plan
 from mongostore.core.queries import WriteRequest
 from mongostore.core.steps import Capabilities, Find, Parallel, Sleep, Write
-from mongostore.drivers.io import AsyncIO, SyncIO, run_async, run_sync
+from mongostore.drivers.aio import AsyncIO, run_async
+from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.store import utcnow
 
 
@@ -358,3 +359,26 @@ def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
     assert is_no_search_error(OperationFailure("no code at all"), fake=False)  # code None: no search
     building = OperationFailure("cannot query vector index {} while in state INITIAL_SYNC", 8)
     assert not is_no_search_error(building, fake=False)  # building is not "no search"
+
+
+def test_each_driver_has_one_handler_per_step_type() -> None:
+    """The dispatch tables cover every step of ``core.steps.Step``, and nothing else."""
+    import typing
+
+    from mongostore.core.steps import Step
+    from mongostore.drivers import aio, sync
+
+    steps = set(typing.get_args(Step))
+    assert steps, "Step is a union of the step types"
+    assert set(sync.HANDLERS) == steps
+    assert set(aio.HANDLERS) == steps
+
+
+async def test_drivers_refuse_an_unknown_step() -> None:
+    class NotAStep:
+        pass
+
+    with pytest.raises(TypeError, match="unknown step"):
+        SyncIO(None, None, None).execute(NotAStep())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unknown step"):
+        await AsyncIO(None, None, None).execute(NotAStep())  # type: ignore[arg-type]

@@ -98,7 +98,7 @@ def test_a_failed_save_leaves_the_old_file_whole(tmp_path: Path, monkeypatch: py
     def boom(*a: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("mongostore.drivers.embedded.os.replace", boom)
+    monkeypatch.setattr("mongostore.drivers.embedded.file.os.replace", boom)
     with pytest.raises(OSError, match="disk full"):
         store.put(("x",), "k2", {"v": 2})
     assert (tmp_path / "mongostore.bson").read_bytes() == good

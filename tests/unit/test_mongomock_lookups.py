@@ -150,7 +150,7 @@ def test_an_id_lookup_and_an_upsert_look_at_one_document_however_large_the_colle
         evaluated.append(doc)
         return filter_applies(filt, doc)
 
-    with mock.patch("mongostore.drivers.mongomock_compat._filter_applies", counting):
+    with mock.patch("mongostore.drivers.mongomock_compat.lookups._filter_applies", counting):
         assert coll.find_one({"_id": "p.\x00k1500"})["key"] == "k1500"
         coll.update_one({"_id": "p.\x00k1500"}, {"$set": {"v": 1}}, upsert=True)
         coll.update_one({"_id": "p.\x00new"}, {"$set": {"path": "p.", "key": "new"}}, upsert=True)

@@ -1,0 +1,220 @@
+"""The asyncio driver: ``run_async`` pumps a plan, ``AsyncIO`` runs its steps.
+
+``AsyncIO`` works on pymongo ``AsyncCollection`` s and on Motor collections, whose
+``aggregate`` and ``list_search_indexes`` return cursors without ``await`` (handled by
+``_maybe_await``); ``Parallel`` steps run concurrently. How it runs each kind of step
+is one entry of ``HANDLERS``, the twin of ``drivers.sync.HANDLERS``. No thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from langchain_core.embeddings import Embeddings
+from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
+
+from mongostore.config import VectorSearchMode
+from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
+from mongostore.core.queries import Role
+from mongostore.core.steps import (
+    Aggregate,
+    Capabilities,
+    Count,
+    CreateIndexes,
+    CreateSearchIndex,
+    DisableVectorSearch,
+    Embed,
+    EnsureCollection,
+    Find,
+    ListIndexes,
+    ListSearchIndexes,
+    Parallel,
+    Probe,
+    ServerCommand,
+    ServerInfo,
+    Sleep,
+    Step,
+    UpdateSearchIndex,
+    Write,
+    WriteOutcome,
+)
+from mongostore.drivers import shared
+from mongostore.drivers.mongomock_compat import is_fake
+
+T = TypeVar("T")
+
+
+async def run_async(plan: Plan, io: AsyncIO) -> Any:
+    """Drive a plan to completion with asyncio I/O; ``Parallel`` steps run concurrently."""
+    try:
+        step = next(plan)
+        while True:
+            try:
+                answer = await io.execute(step)
+            except Exception as exc:
+                step = plan.throw(exc)
+            else:
+                step = plan.send(answer)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _maybe_await(value: Awaitable[T] | T) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _to_list(cursor: Any) -> list[Any]:
+    cursor = await _maybe_await(cursor)
+    return list(await cursor.to_list(length=None))
+
+
+class AsyncIO:
+    """Runs steps against pymongo ``AsyncCollection`` s or Motor collections."""
+
+    def __init__(self, items: Any, vectors: Any | None, embeddings: Embeddings | None, mode: VectorSearchMode = "auto"):
+        self.items = items
+        self.vectors = vectors
+        self.embeddings = embeddings
+        self.mode = mode
+        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
+        self.caps: Capabilities | None = None  # plus the search state: what searches need
+        self.recheck_seconds = shared.RECHECK_SECONDS
+        self._checked_at = 0.0
+        self._probe_lock: asyncio.Lock | None = None
+
+    def coll(self, role: Role) -> Any:
+        if role == "vectors":
+            if self.vectors is None:
+                raise shared.no_vectors_error()
+            return self.vectors
+        return self.items
+
+    def _lock(self) -> asyncio.Lock:
+        if self._probe_lock is None:
+            self._probe_lock = asyncio.Lock()
+        return self._probe_lock
+
+    async def server_info(self) -> Capabilities:
+        if self.server is not None:
+            return self.server
+        async with self._lock():
+            if self.server is None:
+                client = self.items.database.client
+                # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
+                has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
+                    "motor"
+                )
+                plan = server_probe_plan(fake=is_fake(self.items), has_client_bulk=has_bulk)
+                self.server = await run_async(plan, self)
+        return self.server
+
+    async def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
+        if not shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
+            assert self.caps is not None
+            return self.caps
+        server = await self.server_info()
+        async with self._lock():
+            if shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
+                has_vectors = self.vectors is not None
+                plan = search_probe_plan(
+                    server, has_vectors=has_vectors, mode=self.mode, index_name=index_name, previous=self.caps
+                )
+                self.caps, self._checked_at = await run_async(plan, self), time.monotonic()
+        assert self.caps is not None
+        return self.caps
+
+    async def disable_vector_search(self, step: DisableVectorSearch) -> None:
+        base = self.caps or await self.server_info()
+        self.caps, self._checked_at = shared.disabled(base, step), time.monotonic()
+
+    async def write(self, step: Write) -> WriteOutcome:
+        caps = await self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
+        if caps is not None and caps.client_bulk_write:
+            models = shared.client_models(self.items, self.vectors, step.requests)
+            verbose = shared.wants_item_deletions(step.requests)
+            try:
+                res = await self.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
+            except ClientBulkWriteException as exc:
+                return WriteOutcome(shared.client_bulk_errors(exc), round_trips=1)
+            return WriteOutcome([], shared.client_deleted(res, step.requests), 1)
+        groups = shared.by_collection(step.requests)
+
+        async def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
+            role, indexes = group
+            try:
+                res = await self.coll(role).bulk_write([shared.model(step.requests[i]) for i in indexes], ordered=False)
+            except BulkWriteError as exc:
+                return shared.bulk_errors(exc, indexes), 0
+            return [], shared.deleted(res) if role == "items" else 0
+
+        done = await asyncio.gather(*(bulk(g) for g in groups))
+        return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
+
+    async def execute(self, step: Step) -> Any:
+        return await shared.handler_for(HANDLERS, step)(self, step)
+
+
+# --------------------------------------------------------------------------- one handler per step
+
+
+async def _parallel(io: AsyncIO, step: Parallel) -> list[Any]:
+    return list(await asyncio.gather(*(io.execute(s) for s in step.steps)))
+
+
+async def _embed(io: AsyncIO, step: Embed) -> list[list[float]]:
+    assert io.embeddings is not None
+    return await io.embeddings.aembed_documents(list(step.texts))
+
+
+async def _create_indexes(io: AsyncIO, step: CreateIndexes) -> None:
+    coll = io.coll(step.role)
+    for spec in step.specs:
+        await coll.create_index(list(spec.keys), **shared.index_kwargs(spec))
+
+
+async def _list_indexes(io: AsyncIO, step: ListIndexes) -> list[str]:
+    return sorted(await io.coll(step.role).index_information())
+
+
+async def _ensure_collection(io: AsyncIO, step: EnsureCollection) -> None:
+    coll = io.coll(step.role)
+    if coll.name not in await coll.database.list_collection_names():
+        try:
+            await coll.database.create_collection(coll.name)
+        except (CollectionInvalid, OperationFailure) as exc:
+            if not shared.created_concurrently(exc):
+                raise
+
+
+async def _sleep(io: AsyncIO, step: Sleep) -> None:
+    await asyncio.sleep(step.seconds)
+
+
+# Entries return an awaitable: a coroutine function, or a lambda over a call that
+# already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
+HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
+    Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
+    Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
+    Parallel: _parallel,
+    Write: lambda io, s: io.write(s),
+    Embed: _embed,
+    Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
+    Probe: lambda io, s: io.probe(s.index_name, s.refresh),
+    ServerInfo: lambda io, s: io.server_info(),
+    ServerCommand: lambda io, s: io.items.database.command(s.name),
+    DisableVectorSearch: lambda io, s: io.disable_vector_search(s),
+    CreateIndexes: _create_indexes,
+    ListIndexes: _list_indexes,
+    EnsureCollection: _ensure_collection,
+    ListSearchIndexes: lambda io, s: _to_list(io.coll(s.role).list_search_indexes(s.name)),
+    CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
+    UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    Sleep: _sleep,
+}
+"""How ``AsyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

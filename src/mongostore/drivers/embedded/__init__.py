@@ -1,0 +1,35 @@
+"""The persistent embedded store: mongomock's data kept in a file, safe across processes.
+
+``MongoStore.local()`` / ``AsyncMongoStore.local()`` and the CLI without ``--uri`` run on it.
+
+- ``paths``: where the store lives (``$MONGOSTORE_DATA_DIR``, ``mongostore-local://`` URIs);
+- ``file``: ``LocalFile``, one database in one BSON file, its lock and its transactions;
+- ``proxy``: ``LocalCollection`` / ``LocalDatabase``, pymongo-shaped handles on a ``LocalFile``;
+- ``asyncwrap``: ``AsyncCollection``, the async face of any sync embedded collection;
+- ``stores``: ``local_store`` / ``async_local_store``, stores whose methods are transactions.
+
+The names below are the package's API, as they were when it was one module.
+"""
+
+from mongostore.drivers.embedded.asyncwrap import AsyncCollection, AsyncCursor, AsyncDatabase
+from mongostore.drivers.embedded.file import LocalFile
+from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
+from mongostore.drivers.embedded.proxy import LocalCollection, LocalDatabase, local_collections, open_local
+from mongostore.drivers.embedded.stores import async_local_store, local_store
+
+__all__ = [
+    "ENV_DATA_DIR",
+    "LOCAL_SCHEME",
+    "AsyncCollection",
+    "AsyncCursor",
+    "AsyncDatabase",
+    "LocalCollection",
+    "LocalDatabase",
+    "LocalFile",
+    "async_local_store",
+    "default_data_dir",
+    "local_collections",
+    "local_store",
+    "open_local",
+    "parse_local_uri",
+]

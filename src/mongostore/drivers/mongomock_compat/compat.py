@@ -1,0 +1,90 @@
+"""The pymongo 4.11+ compatibility patches, the entry point that applies every patch, and the
+helpers that name a mongomock collection (``is_fake``) or make one (``in_memory_collection``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from mongostore.drivers.mongomock_compat import lookups
+
+_patched = False
+
+
+def patch_mongomock() -> None:
+    """Apply the compatibility patches (idempotent)."""
+    global _patched
+    if _patched:
+        return
+    from mongomock.collection import BulkOperationBuilder, Collection
+
+    def drop_sort(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(self: Any, *args: Any, sort: Any = None, **kwargs: Any) -> Any:
+            return fn(self, *args, **kwargs)
+
+        return wrapper
+
+    BulkOperationBuilder.add_update = drop_sort(BulkOperationBuilder.add_update)  # type: ignore[method-assign]
+    BulkOperationBuilder.add_replace = drop_sort(BulkOperationBuilder.add_replace)  # type: ignore[method-assign]
+
+    original_create_index: Any = Collection.create_index
+
+    @functools.wraps(original_create_index)
+    def create_index(self: Any, key_or_list: Any = None, *args: Any, keys: Any = None, **kwargs: Any) -> Any:
+        return original_create_index(self, key_or_list if key_or_list is not None else keys, *args, **kwargs)
+
+    Collection.create_index = create_index  # type: ignore[method-assign]
+    _patch_date_add()
+    lookups.install()
+    _patched = True
+
+
+def _patch_date_add() -> None:
+    """``{"$add": [<date>, <milliseconds>]}`` in expressions (item writes' update pipeline).
+
+    MongoDB adds numbers to a date as milliseconds; mongomock 4.3's ``$add`` asserts
+    that every operand is a number. Only ``$add`` with a date operand is changed.
+    """
+    import datetime
+
+    from mongomock import aggregate
+
+    original: Any = aggregate._Parser._handle_arithmetic_operator
+
+    @functools.wraps(original)
+    def handle(self: Any, operator: str, values: Any) -> Any:
+        if operator == "$add" and isinstance(values, (list, tuple)):
+            parsed = list(self.parse_many(values))
+            dates = [v for v in parsed if isinstance(v, datetime.datetime)]
+            if dates:
+                if any(v is None for v in parsed) or len(dates) > 1:
+                    return None
+                millis = sum(v for v in parsed if not isinstance(v, datetime.datetime))
+                return dates[0] + datetime.timedelta(milliseconds=millis)
+        return original(self, operator, values)
+
+    aggregate._Parser._handle_arithmetic_operator = handle  # type: ignore[method-assign]
+
+
+_FAKE_MODULES = ("mongomock", "mongomock_motor", "pymongo_async_mock")
+
+
+def is_fake(collection: Any) -> bool:
+    """True for mongomock and its async wrappers (no server commands, no client bulk_write).
+
+    Looks through wrappers (counting proxies, test doubles) at the client they sit on.
+    """
+    for obj in (collection, getattr(getattr(collection, "database", None), "client", None)):
+        if obj is not None and any(cls.__module__.startswith(_FAKE_MODULES) for cls in type(obj).__mro__):
+            return True
+    return False
+
+
+def in_memory_collection(db_name: str = "mongostore", collection_name: str = "memories") -> Any:
+    """A fresh mongomock collection (tz-aware, like the store's real clients)."""
+    import mongomock
+
+    patch_mongomock()
+    client: Any = mongomock.MongoClient(tz_aware=True)
+    return client[db_name][collection_name]

@@ -1,0 +1,239 @@
+"""The lookup index mongomock lacks: which documents an equality or ``$in`` filter can match.
+
+Built from a collection's documents on first use and kept in step by the patches in
+``lookups``; ``candidates`` answers from it, or says None (scan everything).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any
+
+# State kept on each mongomock ``CollectionStore`` (attributes below), rebuilt from the
+# documents whenever it is missing or was built for another documents dict:
+#
+# - ``_Lookup``: each document's insertion rank (mongomock returns documents in the
+#   order of its OrderedDict) and, for each top-level field named in one of the
+#   collection's indexes that a query has asked about, a hash map value -> keys.
+# - TTL: the earliest moment any document could expire, so the expiry scan mongomock
+#   runs on every access runs only when something may have expired.
+#
+# Every change to a stored document goes through ``CollectionStore.__setitem__`` /
+# ``__delitem__`` / ``drop`` or is an in-place update by ``_apply_update_document`` /
+# ``_apply_update_pipeline``; those are wrapped to keep the state in step.
+
+LOOKUP_ATTR = "_mongostore_lookup"
+TTL_ATTR = "_mongostore_ttl"
+FIELDS_ATTR = "_mongostore_indexed_fields"
+
+
+def _filed_types() -> frozenset[type]:
+    from bson import ObjectId
+
+    return frozenset({str, int, float, bool, type(None), datetime, ObjectId})
+
+
+# Exact types whose == and hash agree (with each other and with mongomock's operator.eq).
+_FILED: frozenset[type] = frozenset()
+
+
+def init_filed_types() -> None:
+    """Fill ``_FILED`` (needs bson, imported only once mongomock is patched)."""
+    global _FILED
+    _FILED = _filed_types()
+
+
+def _fileable(v: Any) -> bool:
+    t = type(v)
+    return t in _FILED and (t is not float or v == v)  # NaN equals nothing
+
+
+def _queryable(v: Any) -> bool:
+    return type(v) is not datetime and _fileable(v)  # query dates are re-based by mongomock
+
+
+def _filed_values(doc: Any, name: str) -> tuple[Any, ...] | None:
+    """The values a ``{name: v}`` query can match this document by, or None: always a candidate.
+
+    A missing field matches ``None``; an array matches by each element.
+    """
+    if not isinstance(doc, dict):
+        return None
+    if name not in doc:
+        return (None,)
+    v = doc[name]
+    if isinstance(v, (list, tuple)):
+        if all(_fileable(e) for e in v):
+            return tuple(dict.fromkeys(v))
+        return None
+    return (v,) if _fileable(v) else None
+
+
+class _FieldMap:
+    """Document keys by the values of one top-level field."""
+
+    __slots__ = ("by_value", "filed", "unfiled")
+
+    def __init__(self) -> None:
+        self.by_value: dict[Any, dict[Any, None]] = {}
+        self.filed: dict[Any, tuple[Any, ...]] = {}
+        self.unfiled: dict[Any, None] = {}
+
+    def put(self, key: Any, values: tuple[Any, ...] | None) -> None:
+        if values is not None and self.filed.get(key) == values:
+            return
+        self.drop(key)
+        if values is None:
+            self.unfiled[key] = None
+            return
+        self.filed[key] = values
+        for v in values:
+            self.by_value.setdefault(v, {})[key] = None
+
+    def drop(self, key: Any) -> None:
+        old = self.filed.pop(key, None)
+        for v in old or ():
+            bucket = self.by_value.get(v)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self.by_value[v]
+        self.unfiled.pop(key, None)
+
+    def size(self, values: tuple[Any, ...]) -> int:
+        return sum(len(self.by_value.get(v, ())) for v in values) + len(self.unfiled)
+
+    def keys(self, values: tuple[Any, ...]) -> dict[Any, None]:
+        out: dict[Any, None] = {}
+        for v in values:
+            out.update(self.by_value.get(v, {}))
+        out.update(self.unfiled)
+        return out
+
+
+class _Lookup:
+    """Insertion ranks and field maps of one collection's documents dict."""
+
+    def __init__(self, docs: Any) -> None:
+        self.docs = docs
+        self.lock = threading.RLock()
+        self.rank: dict[Any, int] = {k: i for i, k in enumerate(docs)}
+        self.next_rank = len(self.rank)
+        self.fields: dict[str, _FieldMap] = {}
+
+    def put(self, key: Any, doc: Any) -> None:
+        with self.lock:
+            if key not in self.rank:
+                self.rank[key] = self.next_rank
+                self.next_rank += 1
+            for name, fm in self.fields.items():
+                fm.put(key, _filed_values(doc, name))
+
+    def drop(self, key: Any) -> None:
+        with self.lock:
+            self.rank.pop(key, None)
+            for fm in self.fields.values():
+                fm.drop(key)
+
+    def field(self, name: str) -> _FieldMap:
+        fm = self.fields.get(name)
+        if fm is None:
+            fm = _FieldMap()
+            for key, doc in list(self.docs.items()):
+                fm.put(key, _filed_values(doc, name))
+            self.fields[name] = fm
+        return fm
+
+
+def lookup(store: Any, create: bool) -> _Lookup | None:
+    lk: _Lookup | None = store.__dict__.get(LOOKUP_ATTR)
+    if lk is not None and lk.docs is store._documents:
+        return lk
+    if not create:
+        store.__dict__.pop(LOOKUP_ATTR, None)
+        return None
+    with store._rwlock.reader():
+        lk = _Lookup(store._documents)
+    store.__dict__[LOOKUP_ATTR] = lk
+    return lk
+
+
+def _eq_values(spec: Any) -> tuple[Any, ...] | None:
+    """The values a top-level condition requires one of (equality, ``$eq``, ``$in``), or None."""
+    if _queryable(spec):
+        return (spec,)
+    if isinstance(spec, dict) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+        if "$eq" in spec and _queryable(spec["$eq"]):
+            return (spec["$eq"],)
+        within = spec.get("$in")
+        if isinstance(within, (list, tuple)) and all(_queryable(v) for v in within):
+            return tuple(within)
+    return None
+
+
+def _conditions(filt: Any, out: list[tuple[str, tuple[Any, ...]]]) -> None:
+    """Equality-like conditions every match must meet: top level and inside ``$and``."""
+    if not isinstance(filt, dict):
+        return
+    for name, spec in filt.items():
+        if name == "$and":
+            if isinstance(spec, list):
+                for sub in spec:
+                    _conditions(sub, out)
+        elif isinstance(name, str) and name and not name.startswith("$") and "." not in name:
+            values = _eq_values(spec)
+            if values is not None:
+                out.append((name, values))
+
+
+def _indexed_fields(store: Any) -> frozenset[str]:
+    """Top-level fields named in the collection's indexes (remembered until they change)."""
+    indexes = store.indexes
+    sig = (id(indexes), len(indexes))
+    cached = store.__dict__.get(FIELDS_ATTR)
+    if cached is not None and cached[0] == sig:
+        return cached[1]  # type: ignore[no-any-return]
+    names: set[str] = set()
+    for spec in indexes.values():
+        for entry in spec.get("key") or ():
+            name = entry[0] if isinstance(entry, (list, tuple)) else entry
+            if isinstance(name, str) and "." not in name:
+                names.add(name)
+    found = frozenset(names)
+    store.__dict__[FIELDS_ATTR] = (sig, found)
+    return found
+
+
+def candidates(store: Any, filt: Any) -> list[Any] | None:
+    """The documents that can match ``filt``, in store order, or None (scan everything)."""
+    if len(filt) == 1 and _queryable(filt.get("_id", NotImplemented)):  # the commonest: one _id
+        doc = store._documents.get(filt["_id"])
+        return [] if doc is None else [doc]
+    conds: list[tuple[str, tuple[Any, ...]]] = []
+    _conditions(filt, conds)
+    if not conds:
+        return None
+    indexed = _indexed_fields(store)
+    usable = [(n, v) for n, v in conds if n == "_id" or n in indexed]
+    if not usable:
+        return None
+    lk = lookup(store, create=True)
+    assert lk is not None
+    with lk.lock:
+        docs = lk.docs
+        best: tuple[int, str, tuple[Any, ...]] | None = None
+        for name, values in usable:
+            size = len(values) if name == "_id" else lk.field(name).size(values)
+            if best is None or size < best[0]:
+                best = (size, name, values)
+        assert best is not None
+        _, name, values = best
+        if name == "_id":
+            keys: dict[Any, None] = {v: None for v in values if v in docs}
+        else:
+            keys = lk.field(name).keys(values)
+        if len(keys) * 8 > len(docs):
+            return [doc for k, doc in list(docs.items()) if k in keys]
+        rank = lk.rank
+        return [docs[k] for k in sorted(keys, key=rank.__getitem__)]
