@@ -59,10 +59,39 @@ class CaptureCollection:
             if not getattr(m, "_upsert", False):
                 continue
             doc = {k: v for k, v in filt.items() if not k.startswith("$") and not isinstance(v, dict)}
-            doc.update(update.get("$set", {}))
-            doc.update(update.get("$setOnInsert", {}))
+            if isinstance(update, list):  # an update pipeline (item writes), run on an empty document
+                for stage in update:
+                    for name, expr in stage.get("$set", {}).items():
+                        doc[name] = _pipeline_value(expr, doc)
+                    for name, keep in stage.get("$project", {}).items():
+                        if not keep:
+                            doc.pop(name, None)
+            else:
+                doc.update(update.get("$set", {}))
+                doc.update(update.get("$setOnInsert", {}))
             out[repr(sorted(filt.items()))] = doc
         return list(out.values())
+
+
+def _pipeline_value(expr: Any, doc: dict[str, Any]) -> Any:
+    """The few aggregation expressions the store's item writes use, on a new document."""
+    if isinstance(expr, str) and expr.startswith("$"):
+        return doc.get(expr[1:])
+    if isinstance(expr, dict) and len(expr) == 1:
+        ((op, arg),) = expr.items()
+        if op == "$literal":
+            return arg
+        if op in ("$ifNull", "$max", "$add"):
+            values = [_pipeline_value(a, doc) for a in arg]
+            if op == "$ifNull":
+                return next((v for v in values if v is not None), None)
+            if op == "$add":
+                return None if any(v is None for v in values) else sum(values[1:], values[0])
+            present = [v for v in values if v is not None]
+            return max(present) if present else None
+        if op.startswith("$"):
+            raise ValueError(f"bench capture: expression {op} is not evaluated here")
+    return expr
 
 
 # --------------------------------------------------------------------------- embedders
