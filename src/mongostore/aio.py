@@ -2,7 +2,7 @@
 
 It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one
 event-loop tick are coalesced into one ``abatch``, which runs the same plans as
-``MongoStore`` through ``_drivers.run_async``. No thread pool is involved.
+``MongoStore`` through ``drivers.aio.run_async``. No thread pool is involved.
 Construct it inside a running event loop (LangGraph's base class requires it).
 """
 

@@ -1,6 +1,6 @@
 """``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``.
 
-Everything a method does is a plan from ``_plan`` run by ``_drivers.run_sync``;
+Everything a method does is a plan from ``core.plan`` run by ``drivers.sync.run_sync``;
 this module only holds configuration, the connection helpers and the TTL sweeper
 thread. The constructor does no I/O; ``setup()`` creates indexes.
 """
