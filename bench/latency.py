@@ -26,7 +26,8 @@ import time
 from collections.abc import Sequence
 
 from _common import Row, apaired_medians, machine, paired_medians, real_server, save, table
-from _workloads import Recording, Replayer, default_layout, find, record_all, workloads
+from _replay import Replayer
+from _workloads import Recording, default_layout, find, record_all, workloads
 
 SYNC = ["get100", "put100", "put100_idx", "search_page", "list_ns", "semantic", "agent_step", "agent_step_batch"]
 ASYNC = ["get100", "put100_idx", "search_page", "semantic", "agent_step", "agents20", "agents50"]

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from _common import Row, machine, paired_medians, save
-from _workloads import SEMANTIC_QUERY, USER, Replayer, Workload, find, grid_layout, record_all
+from _replay import Replayer
+from _workloads import SEMANTIC_QUERY, USER, Workload, find, grid_layout, record_all
 from langgraph.store.base import PutOp
 
 BENCH = ("bench",)
