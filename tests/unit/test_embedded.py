@@ -232,3 +232,13 @@ def test_a_second_process_waits_for_the_lock_and_says_so(tmp_path: Path) -> None
     assert holder.wait(timeout=30) == 0
     holder.stdout.close()
     assert waited > 0.5 and said == [f"waiting for another process using {tmp_path / 'mongostore.bson'}"]
+
+
+async def test_status_names_the_local_store_not_an_in_memory_mongomock(tmp_path: Path) -> None:
+    """``status()["server_version"]`` says where the data is: a file, or memory only."""
+    local = "the local store (mongomock's engine, data in one file, for development)"
+    memory = "mongomock (in-memory, for development)"
+    assert MongoStore.local(tmp_path).status()["server_version"] == local
+    assert (await AsyncMongoStore.local(tmp_path).status())["server_version"] == local
+    assert MongoStore.in_memory().status()["server_version"] == memory
+    assert (await AsyncMongoStore.in_memory().status())["server_version"] == memory

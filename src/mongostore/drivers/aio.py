@@ -43,7 +43,7 @@ from mongostore.core.steps import (
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake
+from mongostore.drivers.mongomock_compat import is_fake, is_local_file
 
 T = TypeVar("T")
 
@@ -110,7 +110,9 @@ class AsyncIO:
                 has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
                     "motor"
                 )
-                plan = server_probe_plan(fake=is_fake(self.items), has_client_bulk=has_bulk)
+                plan = server_probe_plan(
+                    fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
+                )
                 self.server = await run_async(plan, self)
         return self.server
 

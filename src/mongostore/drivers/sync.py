@@ -44,7 +44,7 @@ from mongostore.core.steps import (
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake
+from mongostore.drivers.mongomock_compat import is_fake, is_local_file
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
@@ -97,7 +97,9 @@ class SyncIO:
     def server_info(self) -> Capabilities:
         if self.server is None:
             has_bulk = callable(getattr(self.items.database.client, "bulk_write", None))
-            self.server = run_sync(server_probe_plan(fake=is_fake(self.items), has_client_bulk=has_bulk), self)
+            self.server = run_sync(server_probe_plan(
+                fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
+            ), self)
         return self.server
 
     def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:

@@ -54,6 +54,7 @@ def is_index_unavailable(exc: BaseException) -> bool:
 # MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
 CLIENT_BULK_WRITE_WIRE_VERSION = 25
 FAKE_SERVER = "mongomock (in-memory, for development)"
+LOCAL_SERVER = "the local store (mongomock's engine, data in one file, for development)"
 # Before 7.1, $listSearchIndexes off Atlas may answer an empty list instead of an error
 # (manual, $listSearchIndexes "Errors"; SERVER-78831, SERVER-117001).
 TRUSTED_EMPTY_LIST_VERSION = (7, 1)
@@ -82,13 +83,14 @@ def search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
     raise exc
 
 
-def server_probe_plan(*, fake: bool, has_client_bulk: bool) -> Plan:
+def server_probe_plan(*, fake: bool, has_client_bulk: bool, local: bool = False) -> Plan:
     """Server version and client-level bulk_write: ``buildInfo`` and ``hello`` only.
 
     What writes need; it never asks about search, so puts and deletes work while
     mongot is unreachable (code 125) or the user may not list search indexes (13).
+    ``local``: the fake is the persistent local store, which ``server_version`` names.
     """
-    version, wire = FAKE_SERVER, 0
+    version, wire = (LOCAL_SERVER if local else FAKE_SERVER), 0
     if not fake:  # mongomock answers no server commands
         info = yield ServerCommand("buildInfo")
         version = str(info.get("version", "?"))

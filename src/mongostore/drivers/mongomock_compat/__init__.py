@@ -23,6 +23,6 @@ has no TTL monitor (it hides expired documents at read time instead) and no
 ``$vectorSearch``.
 """
 
-from mongostore.drivers.mongomock_compat.compat import in_memory_collection, is_fake, patch_mongomock
+from mongostore.drivers.mongomock_compat.compat import in_memory_collection, is_fake, is_local_file, patch_mongomock
 
-__all__ = ["in_memory_collection", "is_fake", "patch_mongomock"]
+__all__ = ["in_memory_collection", "is_fake", "is_local_file", "patch_mongomock"]

@@ -81,6 +81,13 @@ def is_fake(collection: Any) -> bool:
     return False
 
 
+def is_local_file(collection: Any) -> bool:
+    """True for the persistent local store's collections (``drivers.embedded``), also
+    behind the async wrapper: the fake whose data lives in a file."""
+    inner = getattr(collection, "_collection", collection)
+    return type(inner).__module__.startswith("mongostore.drivers.embedded.proxy")
+
+
 def in_memory_collection(db_name: str = "mongostore", collection_name: str = "memories") -> Any:
     """A fresh mongomock collection (tz-aware, like the store's real clients)."""
     import mongomock
