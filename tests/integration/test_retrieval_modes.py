@@ -178,6 +178,40 @@ def test_hybrid_text_index_waits_like_the_vector_index_and_says_how_to_recover()
         slow.setup()
 
 
+def test_mode_pages_carry_ids_and_scores_never_whole_items_through_facet() -> None:
+    """As on the plain vector path (issue 10): the $facet page holds ids and scores; the
+    items are fetched by _id afterwards, so big values cannot overflow the $facet caps."""
+    stages = r.after_search(
+        score={"$meta": "score"}, post_filter={"kind": "food"}, items_collection="m", offset=0, limit=5, now=None
+    )
+    facet = stages[-1]["$facet"]
+    assert facet["page"][-1] == {"$project": {"_id": 1, "score": 1}}
+    assert all("item" not in stage.get("$group", {}) for stage in facet["page"])
+    assert stages[2] == {
+        "$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1, "item.value.kind": 1}
+    }
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(hybrid={}))
+    store.setup()
+    fill(store)
+    found = store.search(("u", "a"), query=QUERY, filter={"kind": "food"})
+    assert {x.key for x in found} == {"k1", "k3", "k5"} and all(x.value["kind"] == "food" for x in found)
+
+
+def test_mode_pages_return_items_whose_vectors_vanished_unscored() -> None:
+    """An item listing a text hash whose vector document is gone (a race, issue 11) is
+    returned after the scored items, unscored, by the retrieval modes too."""
+    coll = atlas_collection()
+    store = MongoStore(coll, index=cfg(hybrid={}))
+    store.setup()
+    fill(store)
+    coll.database[coll.name + "_vectors"].delete_many({"item_id": "u.a.\x00k4"})
+    found = store.search(("u", "a"), query=QUERY, limit=50)
+    scores = {x.key: x.score for x in found}
+    assert scores["k4"] is None and scores["plain"] is None
+    assert [x.score is None for x in found] == sorted(x.score is None for x in found)  # unscored last
+
+
 def test_hybrid_lexical_ranking_finds_exact_terms_the_embedding_blurs() -> None:
     store = MongoStore.in_memory(index=cfg(hybrid={"weights": {"vector": 0.0, "text": 1.0}}))
     fill(store)

@@ -292,35 +292,19 @@ def after_search(
     limit: int,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """Everything after the search stage(s): the same join, validity check, filters,
-    best score per item, page, and ``$facet`` counts as ``vector_search_pipeline``.
-
-    ``score`` is the expression that reads the stage's score (``{"$meta": ...}``);
-    it is converted (or not) in the final ``$project`` by the caller's choice.
+    """Everything after the search stage(s): the same join, validity check, filters, best
+    score per item, page and ``$facet`` counts as ``vector_search_pipeline`` (ids and scores,
+    never whole items). ``score`` reads the stage's score; the caller converts it (or not).
     """
-    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
-    vf = q.value_filter(post_filter, base="item.value")
-    if vf:
-        item_match.append(vf)
-    if now is not None:
-        item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
-    valid: list[dict[str, Any]] = [
-        {"$unwind": "$item"},
-        {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
-        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}, "item": {"$first": "$item"}}},
-    ]
-    page: list[dict[str, Any]] = [
-        *valid,
-        {"$sort": {"score": -1, "_id": 1}},
-        {"$skip": offset},
-        {"$limit": limit},
-        {"$project": {"_id": 0, "score": 1, "item": 1}},
-    ]
-    return [
-        {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": score}},
-        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
-        {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
-    ]
+    return q.scored_page_stages(
+        score=score,
+        final_score=1,
+        post_filter=post_filter,
+        items_collection=items_collection,
+        offset=offset,
+        limit=limit,
+        now=now,
+    )
 
 
 def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:

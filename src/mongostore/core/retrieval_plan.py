@@ -177,14 +177,21 @@ def first_reads(
 # --------------------------------------------------------------------------- searches
 
 
-def _unscored_tail(op: Any, cutoff: Any, scored: int, have: int) -> Plan:
-    """Items without vectors, newest first, after every scored one (as InMemoryStore)."""
-    base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
-    missing = {"vectors": {"$exists": False}}
-    filt = {"$and": [base, missing]} if base else missing
+def _unscored_tail(op: Any, vectors_collection: str, cutoff: Any, scored: int, have: int) -> Plan:
+    """Items with no valid vector, newest first, after every scored one (as InMemoryStore):
+    the same rule as the plain vector path (``queries.unscored_pipeline``)."""
     skip = max(0, op.offset - scored)
-    docs = yield Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, op.limit - have)
+    pipeline = q.unscored_pipeline(op.namespace_prefix, op.filter, vectors_collection, cutoff, skip, op.limit - have)
+    docs = yield Aggregate("items", pipeline)
     return [(d, None) for d in docs]
+
+
+def _items_by_id(ids: list[str]) -> Plan:
+    """The page's items: the ``$facet`` carried ids and scores only."""
+    if not ids:
+        return {}
+    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
+    return {d["_id"]: d for d in docs}
 
 
 def _convert(similarity: str) -> Callable[[float], float]:
@@ -195,7 +202,14 @@ def _convert(similarity: str) -> Callable[[float], float]:
 
 
 def search_plan(
-    op: Any, index: IndexSettings, items_name: str, cutoff: Any, query_vector: Any, path: Path, first: list[Any]
+    op: Any,
+    index: IndexSettings,
+    items_name: str,
+    cutoff: Any,
+    query_vector: Any,
+    path: Path,
+    first: list[Any],
+    vectors_collection: str = "",
 ) -> Plan:
     """One search page in this mode -> ``[(item document, score)]``."""
     if path == "local":
@@ -208,14 +222,17 @@ def search_plan(
         facet = out[0] if out else {"hits": [], "scored": [], "page": []}
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
-        page: list[tuple[dict[str, Any], float | None]] = [(d["item"], convert(d["score"])) for d in facet["page"]]
+        ranked = [(d["_id"], convert(d["score"])) for d in facet["page"]]
         exhausted = fixed or hits < k
-        if len(page) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
             break
         k = min(MAX_CANDIDATES, k * 4)
         out = yield Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))
+    docs = yield from _items_by_id([iid for iid, _ in ranked])
+    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
     if len(page) < op.limit and exhausted:
-        page.extend((yield from _unscored_tail(op, cutoff, scored, len(page))))
+        vectors = vectors_collection or f"{items_name}_vectors"
+        page.extend((yield from _unscored_tail(op, vectors, cutoff, scored, len(page))))
     return page
 
 

@@ -39,16 +39,12 @@ from mongostore.core.plan.probe import (
     search_probe_plan,
     server_probe_plan,
 )
-from mongostore.core.plan.search import (
-    MAX_CANDIDATES,
-    VECTOR_PROJECTION,
-    missing_vectors_pipeline,
-    unscored_pipeline,
-)
+from mongostore.core.plan.search import MAX_CANDIDATES, VECTOR_PROJECTION
 from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.status import aggregate_plan, status_plan, sweep_plan
 from mongostore.core.plan.validate import check_op, check_sizes, check_ttl, normalize_op
+from mongostore.core.queries import missing_vectors_pipeline, unscored_pipeline
 
 __all__ = [
     "CLIENT_BULK_WRITE_WIRE_VERSION",

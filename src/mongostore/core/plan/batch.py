@@ -175,7 +175,7 @@ def rank_phase(state: BatchState) -> Plan:
             assert state.caps is not None
             path = modes.path_for(index, state.caps, state.use_atlas)
             docs_scores = yield from modes.search_plan(
-                s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, path, first
+                s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, path, first, ctx.vectors_collection
             )
         elif state.use_atlas:
             docs_scores = yield from atlas_search_plan(s, index, ctx, first)

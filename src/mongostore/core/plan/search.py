@@ -18,61 +18,10 @@ from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
 from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
 from mongostore.core.plan.state import PendingSearch
+from mongostore.core.queries import unscored_pipeline
 from mongostore.core.steps import Aggregate, Find, Parallel, Step
 
 MAX_CANDIDATES = 10_000
-
-
-def unscored_pipeline(
-    op: SearchOp, vectors_collection: str, cutoff: datetime | None, skip: int, limit: int
-) -> list[dict[str, Any]]:
-    """Items under the prefix that pass the filter and have no valid vector, newest first.
-
-    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
-    none of the listed text hashes has a vector document (a failed vector write, or a
-    delete or sweep that raced a re-put of the same text).
-    """
-    pipeline: list[dict[str, Any]] = []
-    base = q.search_filter(op.namespace_prefix, op.filter, cutoff)
-    if base:
-        pipeline.append({"$match": base})
-    pipeline += [
-        _vectors_lookup(vectors_collection),
-        {"$match": {"$expr": {"$eq": [{"$size": _BACKED_HASHES}, 0]}}},
-        {"$sort": dict(q.ITEM_SORT)},
-    ]
-    if skip:
-        pipeline.append({"$skip": skip})
-    pipeline += [{"$limit": limit}, {"$project": ITEM_PROJECTION}]
-    return pipeline
-
-
-def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
-    """Count the items that list text hashes some of which have no vector document.
-
-    Such items are repairable: their next put re-embeds the missing texts.
-    """
-    return [
-        {"$match": {"vectors": {"$exists": True}}},
-        _vectors_lookup(vectors_collection),
-        {"$match": {"$expr": {"$gt": [{"$size": {"$ifNull": ["$vectors", []]}}, {"$size": _BACKED_HASHES}]}}},
-        {"$count": "n"},
-    ]
-
-
-def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:
-    return {"$lookup": {"from": vectors_collection, "localField": "_id", "foreignField": "item_id", "as": "_vectors"}}
-
-
-# The item's listed text hashes that have a vector document (after _vectors_lookup).
-# $filter + $in rather than the $set* operators, which mongomock 4.3 lacks.
-_BACKED_HASHES: dict[str, Any] = {
-    "$filter": {
-        "input": {"$ifNull": ["$vectors", []]},
-        "as": "h",
-        "cond": {"$in": ["$$h", {"$ifNull": ["$_vectors.text_hash", []]}]},
-    }
-}
 
 
 VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
@@ -241,7 +190,10 @@ def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, 
         # (index=False, no indexed field), newest first, as InMemoryStore does.
         skip = max(0, op.offset - scored)
         docs = yield Aggregate(
-            "items", unscored_pipeline(op, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page))
+            "items",
+            unscored_pipeline(
+                op.namespace_prefix, op.filter, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page)
+            ),
         )
         page.extend((d, None) for d in docs)
     return page

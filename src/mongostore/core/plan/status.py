@@ -9,7 +9,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
 from mongostore.core.plan.context import Plan
-from mongostore.core.plan.search import missing_vectors_pipeline
+from mongostore.core.queries import missing_vectors_pipeline
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from mongostore.core.codec import namespace_path
-from mongostore.core.queries.filters import LOGICAL_OPS, value_filter
+from mongostore.core.codec import ITEM_PROJECTION, namespace_path
+from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
 from mongostore.core.queries.namespaces import not_expired
 
 
@@ -150,6 +150,39 @@ def vector_search_pipeline(
     through it: the caller fetches the page's items by ``_id`` afterwards.
     """
     stage = _vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
+    return [
+        {"$vectorSearch": stage},
+        *scored_page_stages(
+            score={"$meta": "vectorSearchScore"},
+            final_score=atlas_score_to_similarity(similarity),
+            post_filter=post_filter,
+            items_collection=items_collection,
+            offset=offset,
+            limit=limit,
+            now=now,
+        ),
+    ]
+
+
+def scored_page_stages(
+    *,
+    score: Any,
+    final_score: Any,
+    post_filter: Mapping[str, Any],
+    items_collection: str,
+    offset: int,
+    limit: int,
+    now: datetime | None,
+) -> list[dict[str, Any]]:
+    """Everything after the search stage(s) of an Atlas semantic page, for every mode.
+
+    ``score`` reads the stage's score (``{"$meta": ...}``); ``final_score`` is what the
+    page reports (converted back to a similarity, or as it is). Joins the items keeping
+    only what the next stages read, then ``$facet``: ``hits`` (raw vector hits),
+    ``scored`` (items that matched) and ``page`` (valid vectors only, post-filter, best
+    per item, sorted, skipped, limited) as ``{_id: item id, score}``: never whole items,
+    which could overflow the ``$facet`` caps (100 MB per output, 16 MiB per document).
+    """
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
     item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
     vf = value_filter(post_filter, base="item.value")
@@ -167,15 +200,14 @@ def vector_search_pipeline(
         {"$sort": {"score": -1, "_id": 1}},
         {"$skip": offset},
         {"$limit": limit},
-        {"$project": {"_id": 1, "score": atlas_score_to_similarity(similarity)}},
+        {"$project": {"_id": 1, "score": final_score}},
     ]
     kept: dict[str, Any] = {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1}
     if now is not None:
         kept["item.expires_at"] = 1
     kept.update({f"item.value.{name}": 1 for name in filter_field_names(post_filter)})
     return [
-        {"$vectorSearch": stage},
-        {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": {"$meta": "vectorSearchScore"}}},
+        {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": score}},
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
         {"$project": kept},
         {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
@@ -209,3 +241,63 @@ def vector_candidates_filter(namespace_prefix: tuple[str, ...], now: datetime | 
     if not parts:
         return {}
     return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+# --------------------------------------------------------------------------- items no vector scores
+
+
+def unscored_pipeline(
+    namespace_prefix: tuple[str, ...],
+    filter: Mapping[str, Any] | None,
+    vectors_collection: str,
+    cutoff: datetime | None,
+    skip: int,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Items under the prefix that pass the filter and have no valid vector, newest first.
+
+    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
+    none of the listed text hashes has a vector document (a failed vector write, or a
+    delete or sweep that raced a re-put of the same text).
+    """
+    pipeline: list[dict[str, Any]] = []
+    base = search_filter(namespace_prefix, filter, cutoff)
+    if base:
+        pipeline.append({"$match": base})
+    pipeline += [
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$eq": [{"$size": _BACKED_HASHES}, 0]}}},
+        {"$sort": dict(ITEM_SORT)},
+    ]
+    if skip:
+        pipeline.append({"$skip": skip})
+    pipeline += [{"$limit": limit}, {"$project": ITEM_PROJECTION}]
+    return pipeline
+
+
+def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
+    """Count the items that list text hashes some of which have no vector document.
+
+    Such items are repairable: their next put re-embeds the missing texts.
+    """
+    return [
+        {"$match": {"vectors": {"$exists": True}}},
+        _vectors_lookup(vectors_collection),
+        {"$match": {"$expr": {"$gt": [{"$size": {"$ifNull": ["$vectors", []]}}, {"$size": _BACKED_HASHES}]}}},
+        {"$count": "n"},
+    ]
+
+
+def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:
+    return {"$lookup": {"from": vectors_collection, "localField": "_id", "foreignField": "item_id", "as": "_vectors"}}
+
+
+# The item's listed text hashes that have a vector document (after _vectors_lookup).
+# $filter + $in rather than the $set* operators, which mongomock 4.3 lacks.
+_BACKED_HASHES: dict[str, Any] = {
+    "$filter": {
+        "input": {"$ifNull": ["$vectors", []]},
+        "as": "h",
+        "cond": {"$in": ["$$h", {"$ifNull": ["$_vectors.text_hash", []]}]},
+    }
+}
