@@ -205,11 +205,16 @@ def test_mode_pages_return_items_whose_vectors_vanished_unscored() -> None:
     store = MongoStore(coll, index=cfg(hybrid={}))
     store.setup()
     fill(store)
-    coll.database[coll.name + "_vectors"].delete_many({"item_id": "u.a.\x00k4"})
+    local_coll = in_memory_collection(collection_name="vanished")
+    local = MongoStore(local_coll, index=cfg(hybrid={}))
+    fill(local)
+    for c in (coll, local_coll):
+        c.database[c.name + "_vectors"].delete_many({"item_id": "u.a.\x00k4"})
     found = store.search(("u", "a"), query=QUERY, limit=50)
     scores = {x.key: x.score for x in found}
     assert scores["k4"] is None and scores["plain"] is None
     assert [x.score is None for x in found] == sorted(x.score is None for x in found)  # unscored last
+    assert keys_scores(local.search(("u", "a"), query=QUERY, limit=50)) == keys_scores(found)  # the local fusion too
 
 
 def test_hybrid_lexical_ranking_finds_exact_terms_the_embedding_blurs() -> None:

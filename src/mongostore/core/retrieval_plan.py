@@ -254,8 +254,11 @@ def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any,
     ranked: list[tuple[str, float | None]] = [
         (iid, score) for iid, score in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
+    # No valid vector at all (none listed, or none of the listed hashes has a vector
+    # document): unscored, newest first, as on the Atlas path (queries.unscored_pipeline).
+    backed = {v["item_id"] for v in vecs if v["text_hash"] in valid.get(v["item_id"], ())}
     unscored = sorted(
-        (d for d in items if not d.get("vectors")), key=lambda d: (-d["updated_at"].timestamp(), d["_id"])
+        (d for d in items if d["_id"] not in backed), key=lambda d: (-d["updated_at"].timestamp(), d["_id"])
     )
     ranked.extend((d["_id"], None) for d in unscored)
     page = ranked[op.offset : op.offset + op.limit]
