@@ -186,3 +186,128 @@ def test_a_store_that_never_ranks_locally_holds_no_vectors() -> None:
     store.batch([PutOp(NS, f"k{i}", {"text": t}) for i, t in enumerate(TEXTS)])
     assert store.search(NS, query="pizza")[0].score is not None  # ranked by $vectorSearch
     assert store._vector_cache is not None and len(store._vector_cache) == 0
+
+
+# --------------------------------------------------------------------------- candidates kept between searches
+
+
+class FindLog:
+    """Records the candidate reads (finds on the items that project ``vectors``) of mongomock."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from mongomock.collection import Collection
+
+        self.candidate_reads = 0
+        original = Collection.find
+        log = self
+
+        def find(coll: Any, filter: Any = None, projection: Any = None, *a: Any, **kw: Any) -> Any:
+            if isinstance(projection, dict) and projection.get("vectors") == 1 and "text" not in projection:
+                log.candidate_reads += 1
+            return original(coll, filter, projection, *a, **kw)
+
+        monkeypatch.setattr(Collection, "find", find)
+
+
+def seeded_store(name: str, **kw: Any) -> tuple[MongoStore, Any, HashingEmbeddings]:
+    e = HashingEmbeddings(384)
+    coll = in_memory_collection(collection_name=name)
+    store = MongoStore(coll, index=index(e), **kw)
+    store.setup()
+    store.batch([PutOp(NS, f"k{i}", {"text": t, "n": i}) for i, t in enumerate(TEXTS)])
+    return store, coll, e
+
+
+def pairs(results: Any) -> list[tuple[str, float | None]]:
+    return [(r.key, r.score) for r in results]
+
+
+def test_an_unchanged_prefix_is_ranked_without_reading_its_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    store, coll, e = seeded_store("recall")
+    log = FindLog(monkeypatch)
+    first = pairs(store.search(NS, query="pizza", limit=50))
+    assert log.candidate_reads == 1
+    again = [pairs(store.search(NS, query=q, limit=50)) for q in ("pizza", "lisbon")]
+    page = pairs(store.search(NS, query="lisbon", limit=3, offset=2))
+    assert log.candidate_reads == 1  # nothing changed: no candidate read
+    cold = MongoStore(coll, index=index(e))
+    assert again == [first, pairs(cold.search(NS, query="lisbon", limit=50))]
+    assert page == pairs(cold.search(NS, query="lisbon", limit=3, offset=2))
+    # a filter or another prefix is another set of candidates
+    log.candidate_reads = 0
+    store.search(NS, query="pizza", filter={"n": {"$gte": 3}})
+    store.search(("users",), query="pizza")
+    assert log.candidate_reads == 2
+
+
+def test_a_kept_page_sees_every_write_of_another_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    store, coll, e = seeded_store("recall2")
+    other = MongoStore(coll, index=index(e))  # another instance (or process) on the same collection
+    cold = lambda q, **kw: pairs(MongoStore(coll, index=index(e)).search(NS, query=q, limit=50, **kw))  # noqa: E731
+    store.search(NS, query="pizza", limit=50)
+    store.search(NS, query="pizza", limit=50, filter={"n": {"$lt": 10}})
+    for write in (
+        lambda: other.put(NS, "new", {"text": "pizza pizza", "n": 0}),
+        lambda: other.put(NS, "k3", {"text": "pizza at last", "n": 3}),
+        lambda: other.put(NS, "k5", {"text": TEXTS[5], "n": 50}),  # same text: only the filter changes
+        lambda: other.delete(NS, "k0"),
+        lambda: other.put(NS, "k7", {"text": "pizza", "n": 7}, index=False),
+    ):
+        write()
+        assert pairs(store.search(NS, query="pizza", limit=50)) == cold("pizza")
+        assert pairs(store.search(NS, query="pizza", limit=50, filter={"n": {"$lt": 10}})) == cold(
+            "pizza", filter={"n": {"$lt": 10}}
+        )
+    keys = [k for k, _ in pairs(store.search(NS, query="pizza", limit=50, filter={"n": {"$lt": 10}}))]
+    assert keys[0] == "new" and "k5" not in keys and "k0" not in keys
+
+
+def test_a_vector_that_lands_after_its_item_is_scored_at_the_next_search() -> None:
+    """An item whose listed vector is missing is unscored; when the vector lands (a vector
+    write arriving after the item write, or a repair), the next search scores it, though
+    the items collection did not change."""
+    store, coll, _ = seeded_store("late")
+    vectors = coll.database[coll.name + "_vectors"]
+    doc = vectors.find_one({"item_id": "users.alice.\x00k2"})
+    vectors.delete_one({"_id": doc["_id"]})
+    assert dict(pairs(store.search(NS, query=TEXTS[2], limit=50)))["k2"] is None
+    assert dict(pairs(store.search(NS, query=TEXTS[2], limit=50)))["k2"] is None
+    vectors.insert_one(doc)
+    assert pairs(store.search(NS, query=TEXTS[2], limit=50))[0] == ("k2", pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("omit_expired", [False, True])
+def test_an_item_that_expires_between_two_searches_is_not_found(omit_expired: bool) -> None:
+    import time
+
+    store, _, _ = seeded_store(f"expiry{omit_expired}", ttl={"default_ttl": None, "omit_expired": omit_expired})
+    store.put(NS, "brief", {"text": "pizza pizza"}, ttl=0.003)  # 180 ms
+    assert pairs(store.search(NS, query="pizza pizza", limit=1, refresh_ttl=False)) == [("brief", pytest.approx(1.0))]
+    time.sleep(0.3)  # no write since: only the clock says it is gone
+    [(key, _)] = pairs(store.search(NS, query="pizza pizza", limit=1, refresh_ttl=False))  # the page is still full
+    assert key != "brief"
+    got = pairs(store.search(NS, query="pizza pizza", limit=50))
+    assert "brief" not in dict(got) and len(got) == len(TEXTS)
+
+
+def test_kept_candidates_expire_with_their_earliest_item() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from mongostore.core.vectors import VectorCache
+
+    cache = VectorCache(4)
+    cache.add("a", "text", "h1", [1.0, 0.0, 0.0, 0.0])
+    now = datetime.now(timezone.utc)
+    cands = cache.candidates([{"_id": "a", "vectors": ["h1"], "updated_at": now}])
+    cache.remember("key", (1, 1), cands, [], now + timedelta(seconds=1))
+    assert cache.recall("key", (1, 1), now) is not None
+    assert cache.recall("key", (1, 2), now) is None  # a write: forgotten
+    cache.remember("key", (1, 1), cands, [], now + timedelta(seconds=1))
+    assert cache.recall("key", (1, 1), now + timedelta(seconds=1)) is None  # an item expired
+    cache.remember("key", (1, 1), cands, [], None)
+    assert cache.recall("key", None, now) is None  # a server: no version, nothing kept
+    assert cache.recall("key", (1, 1), now) is not None
+    cache.forget("a")  # a row released: the mapping no longer holds
+    assert cache.recall("key", (1, 1), now) is None
+    cache.remember("key", (1, 1), cands, [], None)  # mapped before the release: not kept
+    assert cache.recall("key", (1, 1), now) is None

@@ -31,6 +31,7 @@ __all__ = [
     "Sleep",
     "Step",
     "UpdateSearchIndex",
+    "Version",
     "Write",
     "WriteOutcome",
 ]
@@ -200,6 +201,14 @@ class Sleep:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Version:
+    """The collection's write version -> an int that changes whenever one of its documents
+    does, or None when the driver cannot tell (a real server). No I/O on a server."""
+
+    role: Role
+
+
 Step = (
     Find
     | Aggregate
@@ -218,4 +227,5 @@ Step = (
     | CreateSearchIndex
     | UpdateSearchIndex
     | Sleep
+    | Version
 )

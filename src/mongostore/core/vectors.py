@@ -13,8 +13,10 @@ same similarity, converted back by the pipeline).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -98,6 +100,17 @@ class Candidates:
     per_item: int  # most rows of any one item
     missing: list[str]
     unscored: list[dict[str, Any]]  # items that list no hash at all
+    epoch: int = 0  # the cache's release count when these rows were mapped (see ``recall``)
+
+
+@dataclass
+class _Memo:
+    """A search's candidates kept for the next search of the same prefix and filter."""
+
+    version: Any
+    cands: Candidates  # items emptied: only rows, owners and the items without rows are kept
+    leftover: list[dict[str, Any]]  # the candidates without a row, newest first
+    until: datetime | None  # the earliest expiry among the candidates (None: none expires)
 
 
 def _approx_scores(
@@ -153,6 +166,8 @@ class VectorCache:
         self._n = 0  # rows ever handed out (the matrix's used height)
         self._clock = 0
         self._loaded: set[str] = set()
+        self._epoch = 0  # rows released so far: a mapping of candidates onto rows holds while it is unchanged
+        self._memo: OrderedDict[Any, _Memo] = OrderedDict()
         self._lock = threading.RLock()
         self.in_use = False  # a local search has used it (until then writes need not fill it)
 
@@ -247,6 +262,7 @@ class VectorCache:
             self._evict(len(self) - (self.max_rows * 3) // 4)
 
     def _release(self, r: int) -> None:
+        self._epoch += 1
         item = self._item[r]
         if item is not None:
             rows = self._rows.get(item)
@@ -306,6 +322,7 @@ class VectorCache:
                 cands.per_item,
                 cands.missing,
                 cands.unscored,
+                self._epoch,
             )
 
     def forget(self, item: str) -> None:
@@ -313,6 +330,52 @@ class VectorCache:
         with self._lock:
             for r in list(self._rows.get(item, ())):
                 self._release(r)
+
+    # ------------------------------------------------------------------ candidates kept between searches
+
+    MEMO_SIZE = 32  # prefixes x filters whose candidates are kept
+
+    def remember(
+        self,
+        key: Any,
+        version: Any,
+        cands: Candidates,
+        leftover: list[dict[str, Any]],
+        until: datetime | None,
+    ) -> None:
+        """Keep a search's candidates (mapped onto rows) for the next search of ``key`` while the
+        collections' write versions stay ``version``: a search then reads no candidates.
+
+        Held per vector: the row and its owner (16 bytes); the items without a row are kept whole.
+        """
+        light = replace(cands, items=[], missing=[], unscored=[])
+        with self._lock:
+            if cands.epoch != self._epoch:
+                return  # rows were released since these were mapped
+            self._memo[key] = _Memo(version, light, leftover, until)
+            self._memo.move_to_end(key)
+            while len(self._memo) > self.MEMO_SIZE:
+                self._memo.popitem(last=False)
+
+    def recall(
+        self, key: Any, version: Any, now: datetime | None
+    ) -> tuple[Candidates, list[dict[str, Any]]] | None:
+        """The candidates remembered for ``key``, if nothing has changed since: the
+        collections have the same write versions, no row was released, and no candidate has
+        expired (``now``: the expiry cut-off, None when expired items are not hidden)."""
+        if version is None:
+            return None
+        with self._lock:
+            memo = self._memo.get(key)
+            if memo is None:
+                return None
+            if memo.version != version or memo.cands.epoch != self._epoch or (
+                now is not None and memo.until is not None and memo.until <= now
+            ):
+                del self._memo[key]
+                return None
+            self._memo.move_to_end(key)
+            return memo.cands, memo.leftover
 
     # ------------------------------------------------------------------ searching
 
@@ -368,6 +431,7 @@ class VectorCache:
                 per_item,
                 missing,
                 unscored,
+                self._epoch,
             )
 
     def rank(
@@ -410,8 +474,10 @@ class VectorCache:
             kept = rows[keep]
             exact = similarities(q64, self._m[kept].astype(np.float64), similarity).tolist()
             best: dict[str, tuple[float, int]] = {}
-            for i, score, r in zip(cands.item_index[keep].tolist(), exact, kept.tolist(), strict=True):
-                iid = cands.items[i]["_id"]
+            item_of = self._item
+            for score, r in zip(exact, kept.tolist(), strict=True):
+                iid = item_of[r]
+                assert iid is not None
                 if iid not in best or score > best[iid][0]:
                     best[iid] = (score, r)
         ordered = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:k]

@@ -39,11 +39,13 @@ from mongostore.core.steps import (
     Sleep,
     Step,
     UpdateSearchIndex,
+    Version,
     Write,
     WriteOutcome,
 )
 from mongostore.drivers import shared
 from mongostore.drivers.mongomock_compat import is_fake, is_local_file
+from mongostore.drivers.mongomock_compat.versions import write_version
 
 T = TypeVar("T")
 
@@ -198,6 +200,10 @@ async def _sleep(io: AsyncIO, step: Sleep) -> None:
     await asyncio.sleep(step.seconds)
 
 
+async def _version(io: AsyncIO, step: Version) -> int | None:
+    return write_version(io.coll(step.role))
+
+
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
@@ -218,5 +224,6 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
+    Version: _version,
 }
 """How ``AsyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

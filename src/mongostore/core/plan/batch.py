@@ -6,7 +6,8 @@ of its own that yields the steps it needs and leaves its answers in the ``BatchS
 1. ``validate_phase``: every op checked and grouped, puts deduped (last wins); no I/O.
 2. ``query_phase``: the search path (``Probe``) and the queries' vectors (one ``Embed``).
 3. ``read_phase``: every read in one ``Parallel`` step, semantic searches included (so
-   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local.
+   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local;
+   local searches whose candidates have not changed since an earlier search read none.
 4. ``answer_phase``: the reads' answers become results (or first pages of semantic searches).
 5. ``embed_phase``: the puts' new texts, one ``Embed`` call (sizes checked first).
 6. ``rank_phase``: the semantic searches ranked and paged (local or Atlas).
@@ -30,10 +31,10 @@ from mongostore.core.plan.batch_reads import answer_phase, batch_reads
 from mongostore.core.plan.batch_writes import write_phase
 from mongostore.core.plan.context import Plan, PlanContext
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
-from mongostore.core.plan.search import atlas_search_plan, local_search_plan
+from mongostore.core.plan.search import atlas_search_plan, candidates_key, local_search_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.validate import check_op, check_sizes
-from mongostore.core.steps import DisableVectorSearch, Embed, Parallel, Probe
+from mongostore.core.steps import DisableVectorSearch, Embed, Parallel, Probe, Version
 from mongostore.errors import VectorIndexError
 
 logger = logging.getLogger("mongostore")
@@ -105,6 +106,7 @@ def read_phase(state: BatchState) -> Plan:
     When ``$vectorSearch`` refuses (no search on this server, or an index still in its
     first build), the store ranks locally from then on and the reads are asked again.
     """
+    yield from _recall_candidates(state)
     while True:
         reads = batch_reads(state)
         try:
@@ -116,6 +118,29 @@ def read_phase(state: BatchState) -> Plan:
             yield from _fall_back_to_local(state, exc)
     answers.reverse()  # consumed (popped) in the order the reads were added
     return answers
+
+
+def _recall_candidates(state: BatchState) -> Plan:
+    """Local semantic searches whose candidates are unchanged since an earlier search read none.
+
+    The write versions of both collections (``Version``: no I/O, and None on a server, where
+    every search reads its candidates), read before the candidates so that any write after
+    them makes what is kept stale (``VectorCache.recall``). Vectors count too: an item whose
+    listed vector was missing is unscored only until that vector lands.
+    """
+    cache = state.ctx.vector_cache
+    index = state.index
+    if cache is None or index is None or not state.fake or state.use_atlas or modes.uses_modes(index):
+        return None  # (only the mongomock family can tell its write versions)
+    local = [s for s in state.semantic if s.op.limit > 0]
+    if not local:
+        return None
+    items, vectors = yield Parallel((Version("items"), Version("vectors")))
+    version = None if items is None or vectors is None else (items, vectors)
+    for s in local:
+        s.version = version
+        s.recalled = cache.recall(candidates_key(s.op), version, state.ctx.expiry_cutoff)
+    return None
 
 
 def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
@@ -170,7 +195,7 @@ def rank_phase(state: BatchState) -> Plan:
     index, ctx = state.index, state.ctx
     for s in state.semantic:
         assert index is not None
-        first = state.first_answers[s.pos]
+        first: Any = state.first_answers.get(s.pos)  # None: a local search that recalled its candidates
         if modes.uses_modes(index):
             assert state.caps is not None
             path = modes.path_for(index, state.caps, state.use_atlas)

@@ -41,7 +41,7 @@ def batch_reads(state: BatchState) -> list[Step]:
         elif state.use_atlas:
             assert ctx.index is not None
             reads.append(Aggregate("vectors", atlas_pipeline(s, ctx.index, ctx, initial_k(s.op, ctx.index))))
-        else:
+        elif s.recalled is None:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
             reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
@@ -103,7 +103,7 @@ def _answer_searches(state: BatchState, answers: list[Any]) -> None:
             state.first_answers[s.pos] = [answers.pop() for _ in range(n)]
         elif state.use_atlas:
             state.first_answers[s.pos] = answers.pop()
-        else:
+        elif s.recalled is None:
             state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
 
 

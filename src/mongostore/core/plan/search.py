@@ -27,14 +27,23 @@ MAX_CANDIDATES = 10_000
 VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
 
 
+def candidates_key(op: SearchOp) -> str:
+    """What a local search's candidates depend on besides the data: its prefix and filter."""
+    return repr(q.search_filter(op.namespace_prefix, op.filter, None))
+
+
 def local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
-    """The items under the prefix that pass the filter (ids and listed hashes) and, unless
-    the store's vector cache already holds the prefix, every vector under it."""
+    """The items under the prefix that pass the filter (ids, listed hashes, and the dates that
+    order unscored items and end their life) and, unless the store's vector cache already
+    holds the prefix, every vector under it."""
+    projection = {"_id": 1, "vectors": 1, "updated_at": 1}
+    if cutoff is not None:
+        projection["expires_at"] = 1
     reads: list[Step] = [
         Find(
             "items",
             q.search_filter(op.namespace_prefix, op.filter, cutoff),
-            {"_id": 1, "vectors": 1, "updated_at": 1},
+            projection,
             batch_size=LARGE_BATCH,
         )
     ]
@@ -61,15 +70,51 @@ def local_search_plan(
     s: PendingSearch,
     index: IndexSettings,
     ctx: PlanContext,
-    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None] | None,
 ) -> Plan:
     """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
 
     A vector counts only while its item (filtered, unexpired) still lists its text hash.
     The store's ``VectorCache`` holds the embeddings; vectors it lacks are fetched first.
+    ``candidates`` is None when the search recalled them (``s.recalled``) instead of reading.
     """
-    items, vecs = candidates
     cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
+    items: list[dict[str, Any]] | None = None
+    if s.recalled is not None:
+        cands, leftover = s.recalled
+    else:
+        assert candidates is not None
+        items = candidates[0]
+        cands, leftover = yield from _map_candidates(cache, s, ctx, candidates)
+    assert s.query_vector is not None
+    while True:
+        page = _local_page(cache, cands, leftover, s.query_vector, s.op, index.similarity)
+        reads, held = _page_reads(page, cache, ctx.expiry_cutoff)
+        answers = (yield Parallel(tuple(reads))) if page else [[], []]
+        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
+        gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
+        if not gone:
+            break
+        # Held rows outlived their vector documents: drop them; their items count as unscored.
+        cands = cache.drop_rows(cands, gone)
+        if items is None:  # recalled candidates keep no items: read them after all
+            [items] = yield Parallel(tuple(local_candidate_reads(s.op, ctx.expiry_cutoff, with_vectors=False)))
+            cands = cache.candidates(items)
+        leftover = _leftover(items, cands)
+    docs = {d["_id"]: d for d in answers[0]}
+    return [(docs[iid], score) for iid, score, _ in page if iid in docs]
+
+
+def _map_candidates(
+    cache: _vectors.VectorCache,
+    s: PendingSearch,
+    ctx: PlanContext,
+    candidates: tuple[list[dict[str, Any]], list[dict[str, Any]] | None],
+) -> Plan:
+    """The candidates read by the batch mapped onto the cache's rows (fetching the vectors it
+    lacks), and the items without a row, newest first; kept for the next search (``remember``)
+    when the driver gave the items' write version."""
+    items, vecs = candidates
     if vecs is not None:
         cache.add_documents(vecs)
         cache.mark_loaded(namespace_path(s.op.namespace_prefix))
@@ -80,19 +125,20 @@ def local_search_plan(
             filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
         cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
         cands = cache.candidates(items)
-    assert s.query_vector is not None
-    while True:
-        page = _local_page(cache, cands, items, s.query_vector, s.op, index.similarity)
-        reads, held = _page_reads(page, cache, ctx.expiry_cutoff)
-        answers = (yield Parallel(tuple(reads))) if page else [[], []]
-        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
-        gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
-        if not gone:
-            break
-        cands = cache.drop_rows(cands, gone)
-    docs = {d["_id"]: d for d in answers[0]}
-    return [(docs[iid], score) for iid, score, _ in page if iid in docs]
+    leftover = _leftover(items, cands)
+    if s.version is not None:
+        ends = [d["expires_at"] for d in items if isinstance(d.get("expires_at"), datetime)]
+        cache.remember(candidates_key(s.op), s.version, cands, leftover, min(ends) if ends else None)
+    return cands, leftover
 
+
+def _leftover(items: list[dict[str, Any]], cands: _vectors.Candidates) -> list[dict[str, Any]]:
+    """The candidates without a row, newest first (ties by id)."""
+    with_rows = set(cands.item_index.tolist())
+    return sorted(
+        (d for i, d in enumerate(items) if i not in with_rows),
+        key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
+    )
 
 
 Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of its best vector)
@@ -101,25 +147,22 @@ Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of i
 def _local_page(
     cache: _vectors.VectorCache,
     cands: _vectors.Candidates,
-    items: list[dict[str, Any]],
+    leftover: list[dict[str, Any]],
     query_vector: list[float],
     op: SearchOp,
     similarity: str,
 ) -> Ranked:
-    """The page of a local search: the best-scored items, then the unscored ones."""
+    """The page of a local search: the best-scored items, then the unscored ones.
+
+    Items with no valid vector (``leftover``) come after every scored item, newest first:
+    those with no vectors at all, and those whose listed hashes have no vector (a failed
+    vector write, or a delete or sweep racing a re-put): unscored until their next put
+    re-embeds them, as on the Atlas path (unscored_pipeline).
+    """
     end = op.offset + op.limit
     ranked: Ranked = list(cache.rank(query_vector, cands, similarity, end))
-    # Items with no valid vector come after every scored item, newest first: those with
-    # no vectors at all, and those whose listed hashes have no vector (a failed vector
-    # write, or a delete or sweep racing a re-put): unscored until their next put
-    # re-embeds them, as on the Atlas path (unscored_pipeline).
     if len(ranked) < end:
-        with_rows = set(cands.item_index.tolist())
-        unscored = sorted(
-            (d for i, d in enumerate(items) if i not in with_rows),
-            key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
-        )
-        ranked.extend((d["_id"], None, None) for d in unscored)
+        ranked.extend((d["_id"], None, None) for d in leftover)
     return ranked[op.offset : end]
 
 

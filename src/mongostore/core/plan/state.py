@@ -39,6 +39,8 @@ class PendingSearch:
     semantic: bool
     query_vector: list[float] | None = None
     read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
+    version: Any = None  # local path: both collections' write versions, read before the candidates (None: unknown)
+    recalled: Any = None  # local path: the candidates kept from an earlier search (``VectorCache.recall``)
 
 
 @dataclass

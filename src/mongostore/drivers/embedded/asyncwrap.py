@@ -97,6 +97,12 @@ class AsyncCollection:
     def find(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(self._collection.find(*args, **kwargs))
 
+    def write_version(self) -> int | None:
+        """The write version of the collection underneath (``mongomock_compat.versions``)."""
+        from mongostore.drivers.mongomock_compat.versions import write_version
+
+        return write_version(self._collection)
+
     def aggregate(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(iter(list(self._collection.aggregate(*args, **kwargs))))
 

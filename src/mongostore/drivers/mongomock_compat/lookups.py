@@ -4,7 +4,8 @@
   then applies the whole filter to those candidates only: same documents, same order,
   same errors;
 - every write to a ``CollectionStore`` (set, delete, drop, in-place update) keeps the
-  index and the TTL state in step; creating or dropping an index drops them;
+  index and the TTL state in step, and gives the store a new write version
+  (``versions``); creating or dropping an index drops the derived state;
 - the expiry scan mongomock runs on every access runs only when something may have
   expired (the TTL state holds the earliest deadline);
 - ``Cursor.__next__`` slices its result list once, not once per document;
@@ -25,6 +26,7 @@ from mongostore.drivers.mongomock_compat.index import (
     init_filed_types,
     lookup,
 )
+from mongostore.drivers.mongomock_compat.versions import bump
 
 # A deadline this much early absorbs float rounding in mongomock's total_seconds() test.
 _TTL_MARGIN = timedelta(milliseconds=1)
@@ -198,6 +200,7 @@ def _patch_in_place_updates(collection_cls: Any, helpers: Any) -> None:
                 return fn(self, existing_document, *args, **kwargs)
             finally:
                 store = self._store
+                bump(store)
                 key = key_of(existing_document)
                 # Only a stored document (an upsert's new document is not stored yet).
                 if store._documents.get(key) is existing_document:
@@ -222,6 +225,7 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def setitem(self: Any, key: Any, val: Any) -> None:
         original_set(self, key, val)
+        bump(self)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.put(key, val)
@@ -229,12 +233,14 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def delitem(self: Any, key: Any) -> None:
         original_del(self, key)
+        bump(self)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.drop(key)
 
     def drop(self: Any) -> None:
         original_drop(self)
+        bump(self)
         for attr in (LOOKUP_ATTR, TTL_ATTR, FIELDS_ATTR):
             self.__dict__.pop(attr, None)
 
