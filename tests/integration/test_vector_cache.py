@@ -198,12 +198,17 @@ class FindLog:
         from mongomock.collection import Collection
 
         self.candidate_reads = 0
+        self.partial: list[list[str]] = []  # the ids of each read of changed candidates only
         original = Collection.find
         log = self
 
         def find(coll: Any, filter: Any = None, projection: Any = None, *a: Any, **kw: Any) -> Any:
             if isinstance(projection, dict) and projection.get("vectors") == 1 and "text" not in projection:
-                log.candidate_reads += 1
+                first = (filter.get("$and") or [{}])[0] if isinstance(filter, dict) else {}
+                if isinstance(first.get("_id"), dict):
+                    log.partial.append(sorted(first["_id"]["$in"]))
+                else:
+                    log.candidate_reads += 1
             return original(coll, filter, projection, *a, **kw)
 
         monkeypatch.setattr(Collection, "find", find)
@@ -238,6 +243,21 @@ def test_an_unchanged_prefix_is_ranked_without_reading_its_candidates(monkeypatc
     store.search(NS, query="pizza", filter={"n": {"$gte": 3}})
     store.search(("users",), query="pizza")
     assert log.candidate_reads == 2
+
+
+def test_after_a_write_a_search_reads_only_the_changed_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    store, coll, e = seeded_store("delta")
+    other = MongoStore(coll, index=index(e))
+    store.search(NS, query="pizza", limit=50)
+    log = FindLog(monkeypatch)
+    other.put(NS, "k1", {"text": "pizza pizza", "n": 1})
+    store.put(NS, "mine", {"text": "more pizza", "n": 2})
+    other.delete(NS, "k2")
+    got = pairs(store.search(NS, query="pizza", limit=50))
+    assert log.candidate_reads == 0
+    assert log.partial == [sorted(f"users.alice.\x00{k}" for k in ("k1", "k2", "mine"))]
+    assert got == pairs(MongoStore(coll, index=index(e)).search(NS, query="pizza", limit=50))
+    assert got[0][0] == "k1" and "k2" not in dict(got) and "mine" in dict(got)
 
 
 def test_a_kept_page_sees_every_write_of_another_store(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -290,7 +310,7 @@ def test_an_item_that_expires_between_two_searches_is_not_found(omit_expired: bo
     assert "brief" not in dict(got) and len(got) == len(TEXTS)
 
 
-def test_kept_candidates_expire_with_their_earliest_item() -> None:
+def test_kept_candidates_hold_until_a_write_an_expiry_or_a_released_row() -> None:
     from datetime import datetime, timedelta, timezone
 
     from mongostore.core.vectors import VectorCache
@@ -298,16 +318,72 @@ def test_kept_candidates_expire_with_their_earliest_item() -> None:
     cache = VectorCache(4)
     cache.add("a", "text", "h1", [1.0, 0.0, 0.0, 0.0])
     now = datetime.now(timezone.utc)
-    cands = cache.candidates([{"_id": "a", "vectors": ["h1"], "updated_at": now}])
-    cache.remember("key", (1, 1), cands, [], now + timedelta(seconds=1))
-    assert cache.recall("key", (1, 1), now) is not None
-    assert cache.recall("key", (1, 2), now) is None  # a write: forgotten
-    cache.remember("key", (1, 1), cands, [], now + timedelta(seconds=1))
-    assert cache.recall("key", (1, 1), now + timedelta(seconds=1)) is None  # an item expired
-    cache.remember("key", (1, 1), cands, [], None)
-    assert cache.recall("key", None, now) is None  # a server: no version, nothing kept
-    assert cache.recall("key", (1, 1), now) is not None
+    items = [{"_id": "a", "vectors": ["h1"], "updated_at": now}]
+
+    def keep(until: Any = None) -> None:
+        cache.remember("key", (1, 1), cache.candidates(items), [], until)
+
+    keep(now + timedelta(seconds=1))
+    hit = cache.recall("key", (1, []), (1, []), now)
+    assert hit is not None and hit.cands is not None and hit.cands.rows.tolist() == [0]
+    assert cache.recall("key", (1, []), (1, []), now + timedelta(seconds=1)) is None  # an item expired
+    keep()
+    assert cache.recall("key", None, (1, []), now) is None  # a server: no versions, nothing kept
+    stale = cache.recall("key", (2, [(2, "b")]), (1, []), now)  # a write: re-read what changed
+    assert stale is not None and stale.cands is None and stale.changed == ["b"] and stale.since == 1
+    assert cache.recall("key", (3, None), (1, []), now) is None  # too many writes to tell
+    keep()
     cache.forget("a")  # a row released: the mapping no longer holds
-    assert cache.recall("key", (1, 1), now) is None
-    cache.remember("key", (1, 1), cands, [], None)  # mapped before the release: not kept
-    assert cache.recall("key", (1, 1), now) is None
+    assert cache.recall("key", (1, []), (1, []), now) is None
+
+
+def test_kept_candidates_are_patched_with_the_changed_items() -> None:
+    from datetime import datetime, timezone
+
+    from mongostore.core.vectors import VectorCache
+
+    cache = VectorCache(2)
+    now = datetime.now(timezone.utc)
+    for name, vec in (("a", [1.0, 0.0]), ("b", [0.0, 1.0]), ("c", [0.6, 0.8])):
+        cache.add(name, "text", f"h{name}", vec)
+    items = [{"_id": n, "vectors": [f"h{n}"], "updated_at": now} for n in "ab"]
+    unscored = {"_id": "u", "updated_at": now}
+    cands = cache.candidates([*items, unscored])
+    cache.remember("key", (1, 1), cands, [unscored], None)
+    # b changed (now out of the filter), c arrived, u lost its place
+    fresh = cache.candidates([{"_id": "c", "vectors": ["hc"], "updated_at": now}])
+    got = cache.patch("key", 1, (5, 1), ["b", "c", "u"], fresh, None)
+    assert got is not None
+    patched, leftover = got
+    assert leftover == []
+    assert [iid for iid, _, _ in cache.rank([0.0, 1.0], patched, "cosine", 10)] == ["c", "a"]
+    again = cache.recall("key", (5, []), (1, []), now)
+    assert again is not None and again.cands is not None
+    assert cache.patch("key", 1, (6, 1), [], fresh, None) is None  # patched since: not from version 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_kept_candidates_agree_with_a_cold_store_under_random_writes(seed: int) -> None:
+    """Random puts, re-puts, deletes and unindexed puts from two stores, each followed by
+    searches with and without a filter: every answer equals a cold store's."""
+    import random
+
+    rng = random.Random(seed)
+    store, coll, e = seeded_store(f"random{seed}")
+    other = MongoStore(coll, index=index(e))
+    words = ["pizza", "lisbon", "nursing", "peanuts", "tea"]
+    for _ in range(40):
+        writer = rng.choice([store, other])
+        key = f"k{rng.randrange(30)}"
+        action = rng.random()
+        if action < 0.2:
+            writer.delete(NS, key)
+        elif action < 0.3:
+            writer.put(NS, key, {"text": rng.choice(words), "n": rng.randrange(10)}, index=False)
+        else:
+            text = " ".join(rng.choice(words) for _ in range(2))
+            writer.batch([PutOp(NS, key, {"text": text, "n": rng.randrange(10)})])
+        query = rng.choice(words)
+        for kw in ({}, {"filter": {"n": {"$lt": 5}}}, {"offset": 3, "limit": 4}):
+            want = pairs(MongoStore(coll, index=index(e)).search(NS, query=query, **{"limit": 50, **kw}))
+            assert pairs(store.search(NS, query=query, **{"limit": 50, **kw})) == want

@@ -18,7 +18,7 @@ from pymongo import DeleteOne, InsertOne, ReplaceOne, UpdateOne
 from mongostore.drivers.embedded import LocalCollection, LocalFile
 from mongostore.drivers.embedded.asyncwrap import AsyncCollection
 from mongostore.drivers.mongomock_compat import in_memory_collection
-from mongostore.drivers.mongomock_compat.versions import write_version
+from mongostore.drivers.mongomock_compat.versions import write_state, write_version
 
 WRITES: list[tuple[str, Any]] = [
     ("insert_one", lambda c: c.insert_one({"_id": "new", "a": 1})),
@@ -114,8 +114,44 @@ def test_the_local_file_changes_version_when_another_process_saves(tmp_path: Pat
     a = LocalCollection(LocalFile(tmp_path, "mongostore"), "memories")
     b = LocalCollection(LocalFile(tmp_path, "mongostore"), "memories")  # as another process would have
     a.insert_one({"_id": 1})
-    va = a.write_version()
-    assert va is not None and a.write_version() == va  # reading the file again changes nothing
+    va = write_version(a)
+    assert va is not None and write_version(a) == va  # reading the file again changes nothing
     b.insert_one({"_id": 2})  # saved by the other engine
-    assert a.write_version() not in (None, va)
-    assert write_version(AsyncCollection(a)) == a.write_version()
+    assert write_version(a) not in (None, va)
+    assert write_version(AsyncCollection(a)) == write_version(a)
+    assert write_state(a, va) == (write_version(a), None)  # a reloaded store has no history
+
+
+def test_the_changes_since_a_version_name_each_changed_document() -> None:
+    coll = seeded("log")
+    v0 = write_version(coll)
+    assert v0 is not None
+    coll.update_one({"_id": "d1"}, {"$set": {"a": 7}})
+    coll.delete_one({"_id": "d2"})
+    coll.insert_one({"_id": "d9"})
+    coll.update_one({"_id": "d1"}, [{"$set": {"a": 8}}])
+    state = write_state(coll, v0)
+    assert state is not None
+    version, changes = state
+    assert changes is not None and [k for _, k in changes] == ["d1", "d2", "d9", "d1"]
+    assert version == changes[-1][0] and all(v > v0 for v, _ in changes)
+    assert write_state(coll, version) == (version, [])
+    coll.drop()  # every document may have changed: no history before it
+    assert write_state(coll, version)[1] is None  # type: ignore[index]
+
+
+def test_a_history_longer_than_the_log_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mongostore.drivers.mongomock_compat import versions
+
+    monkeypatch.setattr(versions, "LOG_SIZE", 4)
+    coll = in_memory_collection(collection_name="long")
+    v0 = write_version(coll)
+    assert v0 is not None
+    for i in range(3):
+        coll.insert_one({"_id": i})
+    v3 = write_version(coll)
+    assert [k for _, k in write_state(coll, v0)[1]] == [0, 1, 2]  # type: ignore[index, union-attr]
+    for i in range(3, 6):
+        coll.insert_one({"_id": i})
+    assert write_state(coll, v0)[1] is None  # type: ignore[index]  # 0 and 1 fell out of the log
+    assert [k for _, k in write_state(coll, v3)[1]] == [3, 4, 5]  # type: ignore[index, union-attr]

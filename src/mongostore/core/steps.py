@@ -203,10 +203,16 @@ class Sleep:
 
 @dataclass(frozen=True)
 class Version:
-    """The collection's write version -> an int that changes whenever one of its documents
-    does, or None when the driver cannot tell (a real server). No I/O on a server."""
+    """The collection's write state -> ``(version, changes)``, or None when the driver cannot
+    tell (a real server; no I/O there).
+
+    ``version`` is an int that changes whenever one of the collection's documents does;
+    ``changes`` lists ``(version, _id)`` of the documents changed after version ``since``,
+    or is None (``since`` not given, or too old to tell).
+    """
 
     role: Role
+    since: int | None = None
 
 
 Step = (

@@ -15,7 +15,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import datetime
 from typing import Any
 
@@ -100,17 +101,50 @@ class Candidates:
     per_item: int  # most rows of any one item
     missing: list[str]
     unscored: list[dict[str, Any]]  # items that list no hash at all
-    epoch: int = 0  # the cache's release count when these rows were mapped (see ``recall``)
+    gens: npt.NDArray[np.int64] | None = None  # each row's generation when mapped (see ``remember``)
 
 
 @dataclass
 class _Memo:
-    """A search's candidates kept for the next search of the same prefix and filter."""
+    """A search's candidates kept for the next search of the same prefix and filter.
 
-    version: Any
-    cands: Candidates  # items emptied: only rows, owners and the items without rows are kept
+    Positions number the candidate items; ``owners[j]`` is the position of the item that
+    row ``rows[j]`` belongs to, ``pos_of`` the position of each item that has rows.
+    """
+
+    items_version: int
+    vectors_version: int
+    rows: npt.NDArray[np.int64]
+    owners: npt.NDArray[np.int64]
+    gens: npt.NDArray[np.int64]
+    pos_of: dict[str, int]
+    next_pos: int
+    per_item: int
     leftover: list[dict[str, Any]]  # the candidates without a row, newest first
     until: datetime | None  # the earliest expiry among the candidates (None: none expires)
+
+    def candidates(self) -> Candidates:
+        return Candidates([], self.owners, self.rows, len(self.pos_of), self.per_item, [], [], self.gens)
+
+
+@dataclass
+class Recall:
+    """What ``VectorCache.recall`` found: the candidates (``cands``, ``leftover``), or the ids
+    of the items that changed since they were kept (``changed``: read those, then ``patch``)."""
+
+    cands: Candidates | None = None
+    leftover: list[dict[str, Any]] = dataclass_field(default_factory=list)
+    changed: list[str] = dataclass_field(default_factory=list)
+    since: int = 0
+
+
+def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unscored items in their page order: newest first, ties by id."""
+    return sorted(docs, key=lambda d: (-d["updated_at"].timestamp(), d["_id"]))
+
+
+def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _approx_scores(
@@ -166,7 +200,7 @@ class VectorCache:
         self._n = 0  # rows ever handed out (the matrix's used height)
         self._clock = 0
         self._loaded: set[str] = set()
-        self._epoch = 0  # rows released so far: a mapping of candidates onto rows holds while it is unchanged
+        self._gen = np.zeros(0, dtype=np.int64)  # per row: times released (a kept mapping holds while unchanged)
         self._memo: OrderedDict[Any, _Memo] = OrderedDict()
         self._lock = threading.RLock()
         self.in_use = False  # a local search has used it (until then writes need not fill it)
@@ -208,6 +242,7 @@ class VectorCache:
                 self._m = m
                 self._sq = np.concatenate([self._sq[: self._n], np.zeros(cap - self._n)])
                 self._used = np.concatenate([self._used[: self._n], np.zeros(cap - self._n, dtype=np.int64)])
+                self._gen = np.concatenate([self._gen[: self._n], np.zeros(cap - self._n, dtype=np.int64)])
                 self._hash.extend([None] * (cap - len(self._hash)))
                 self._item.extend([None] * (cap - len(self._item)))
                 self._field.extend([None] * (cap - len(self._field)))
@@ -262,7 +297,7 @@ class VectorCache:
             self._evict(len(self) - (self.max_rows * 3) // 4)
 
     def _release(self, r: int) -> None:
-        self._epoch += 1
+        self._gen[r] += 1
         item = self._item[r]
         if item is not None:
             rows = self._rows.get(item)
@@ -314,15 +349,16 @@ class VectorCache:
                     self._release(r)
             keep = ~np.isin(cands.rows, np.fromiter(rows, dtype=np.int64, count=len(rows)))
             index = cands.item_index[keep]
+            rows_kept = cands.rows[keep]
             return Candidates(
                 cands.items,
                 index,
-                cands.rows[keep],
+                rows_kept,
                 int(np.unique(index).size),
                 cands.per_item,
                 cands.missing,
                 cands.unscored,
-                self._epoch,
+                self._gen[rows_kept],
             )
 
     def forget(self, item: str) -> None:
@@ -338,44 +374,121 @@ class VectorCache:
     def remember(
         self,
         key: Any,
-        version: Any,
+        version: tuple[int, int],
         cands: Candidates,
         leftover: list[dict[str, Any]],
         until: datetime | None,
     ) -> None:
-        """Keep a search's candidates (mapped onto rows) for the next search of ``key`` while the
-        collections' write versions stay ``version``: a search then reads no candidates.
+        """Keep a search's candidates (mapped onto rows) for the next searches of ``key``.
 
-        Held per vector: the row and its owner (16 bytes); the items without a row are kept whole.
+        ``version``: the (items, vectors) write versions read before the candidates were.
+        Held per vector: its row, owner and generation (24 bytes), and per item its id in
+        ``pos_of``; the items without a row are kept whole.
         """
-        light = replace(cands, items=[], missing=[], unscored=[])
+        assert cands.gens is not None
+        owners = np.unique(cands.item_index).tolist()
+        memo = _Memo(
+            version[0],
+            version[1],
+            cands.rows,
+            cands.item_index,
+            cands.gens,
+            {cands.items[i]["_id"]: i for i in owners},
+            len(cands.items),
+            cands.per_item,
+            leftover,
+            until,
+        )
         with self._lock:
-            if cands.epoch != self._epoch:
-                return  # rows were released since these were mapped
-            self._memo[key] = _Memo(version, light, leftover, until)
+            self._memo[key] = memo
             self._memo.move_to_end(key)
             while len(self._memo) > self.MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def recall(
-        self, key: Any, version: Any, now: datetime | None
-    ) -> tuple[Candidates, list[dict[str, Any]]] | None:
-        """The candidates remembered for ``key``, if nothing has changed since: the
-        collections have the same write versions, no row was released, and no candidate has
-        expired (``now``: the expiry cut-off, None when expired items are not hidden)."""
-        if version is None:
+    def kept_since(self, key: Any) -> int | None:
+        """The items version of what is kept for ``key`` (None: nothing kept)."""
+        with self._lock:
+            memo = self._memo.get(key)
+            return None if memo is None else memo.items_version
+
+    def _holds(self, memo: _Memo) -> bool:
+        return bool(np.array_equal(self._gen[memo.rows], memo.gens))
+
+    def recall(self, key: Any, items: Any, vectors: Any, now: datetime | None) -> Recall | None:
+        """What is kept for ``key``, given the collections' write states (``Version`` answers:
+        ``(version, changes)``, or None on a server) and the expiry cut-off ``now``.
+
+        None: read every candidate (nothing kept, no versions, a candidate expired, a row was
+        released, too many changes to tell, or a vector landed for an item kept as unscored).
+        """
+        if items is None or vectors is None:
             return None
         with self._lock:
             memo = self._memo.get(key)
             if memo is None:
                 return None
-            if memo.version != version or memo.cands.epoch != self._epoch or (
-                now is not None and memo.until is not None and memo.until <= now
-            ):
+            fresh = now is None or memo.until is None or now < memo.until
+            vectors_moved = vectors[0] != memo.vectors_version
+            if not fresh or (vectors_moved and any(d.get("vectors") for d in memo.leftover)):
                 del self._memo[key]
                 return None
+            if items[0] == memo.items_version:
+                if not self._holds(memo):
+                    del self._memo[key]
+                    return None
+                memo.vectors_version = vectors[0]
+                self._memo.move_to_end(key)
+                return Recall(memo.candidates(), memo.leftover)
+            changes = items[1]
+            if changes is None:
+                del self._memo[key]
+                return None
+            changed = list(dict.fromkeys(k for v, k in changes if v > memo.items_version and isinstance(k, str)))
+            return Recall(changed=changed, since=memo.items_version)
+
+    def patch(
+        self,
+        key: Any,
+        since: int,
+        version: tuple[int, int],
+        changed: list[str],
+        fresh: Candidates,
+        until: datetime | None,
+    ) -> tuple[Candidates, list[dict[str, Any]]] | None:
+        """Bring what is kept for ``key`` (at items version ``since``) up to ``version``: the
+        ``changed`` items leave, and ``fresh`` (the changed items that are candidates now,
+        mapped by ``candidates``) join. None when it no longer holds: read everything."""
+        assert fresh.gens is not None
+        with self._lock:
+            memo = self._memo.get(key)
+            if memo is None or memo.items_version != since:
+                return None
+            dead = np.zeros(memo.next_pos, dtype=bool)
+            gone = [memo.pos_of.pop(k) for k in changed if k in memo.pos_of]
+            dead[gone] = True
+            keep = ~dead[memo.owners]
+            changed_set = set(changed)
+            memo.rows, memo.owners, memo.gens = memo.rows[keep], memo.owners[keep], memo.gens[keep]
+            if not self._holds(memo):
+                del self._memo[key]
+                return None
+            base = memo.next_pos
+            memo.rows = np.concatenate([memo.rows, fresh.rows])
+            memo.owners = np.concatenate([memo.owners, fresh.item_index + base])
+            memo.gens = np.concatenate([memo.gens, fresh.gens])
+            for i in np.unique(fresh.item_index).tolist():
+                memo.pos_of[fresh.items[i]["_id"]] = base + i
+            memo.next_pos = base + len(fresh.items)
+            memo.per_item = max(memo.per_item, fresh.per_item)
+            with_rows = set(fresh.item_index.tolist())
+            memo.leftover = newest_first(
+                [d for d in memo.leftover if d["_id"] not in changed_set]
+                + [d for i, d in enumerate(fresh.items) if i not in with_rows]
+            )
+            memo.until = _earliest(memo.until, until)
+            memo.items_version, memo.vectors_version = version
             self._memo.move_to_end(key)
-            return memo.cands, memo.leftover
+            return memo.candidates(), memo.leftover
 
     # ------------------------------------------------------------------ searching
 
@@ -423,7 +536,7 @@ class VectorCache:
                     per_item = max(per_item, found)
             for r in stale:
                 self._release(r)
-            return Candidates(
+            cands = Candidates(
                 items,
                 np.asarray(item_index, dtype=np.int64),
                 np.asarray(rows, dtype=np.int64),
@@ -431,8 +544,9 @@ class VectorCache:
                 per_item,
                 missing,
                 unscored,
-                self._epoch,
             )
+            cands.gens = self._gen[cands.rows]
+            return cands
 
     def rank(
         self, query: Sequence[float], cands: Candidates, similarity: str, k: int

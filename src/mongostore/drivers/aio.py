@@ -45,7 +45,7 @@ from mongostore.core.steps import (
 )
 from mongostore.drivers import shared
 from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_version
+from mongostore.drivers.mongomock_compat.versions import write_state
 
 T = TypeVar("T")
 
@@ -200,8 +200,8 @@ async def _sleep(io: AsyncIO, step: Sleep) -> None:
     await asyncio.sleep(step.seconds)
 
 
-async def _version(io: AsyncIO, step: Version) -> int | None:
-    return write_version(io.coll(step.role))
+async def _version(io: AsyncIO, step: Version) -> Any:
+    return write_state(io.coll(step.role), step.since)
 
 
 # Entries return an awaitable: a coroutine function, or a lambda over a call that

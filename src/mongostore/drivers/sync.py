@@ -46,7 +46,7 @@ from mongostore.core.steps import (
 )
 from mongostore.drivers import shared
 from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_version
+from mongostore.drivers.mongomock_compat.versions import write_state
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
@@ -203,6 +203,6 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
-    Version: lambda io, s: write_version(io.coll(s.role)),
+    Version: lambda io, s: write_state(io.coll(s.role), s.since),
 }
 """How ``SyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

@@ -121,9 +121,10 @@ def read_phase(state: BatchState) -> Plan:
 
 
 def _recall_candidates(state: BatchState) -> Plan:
-    """Local semantic searches whose candidates are unchanged since an earlier search read none.
+    """Local semantic searches whose candidates an earlier search kept: they read none when
+    nothing changed since, and only the changed items after a write.
 
-    The write versions of both collections (``Version``: no I/O, and None on a server, where
+    The write states of both collections (``Version``: no I/O, and None on a server, where
     every search reads its candidates), read before the candidates so that any write after
     them makes what is kept stale (``VectorCache.recall``). Vectors count too: an item whose
     listed vector was missing is unscored only until that vector lands.
@@ -135,11 +136,13 @@ def _recall_candidates(state: BatchState) -> Plan:
     local = [s for s in state.semantic if s.op.limit > 0]
     if not local:
         return None
-    items, vectors = yield Parallel((Version("items"), Version("vectors")))
-    version = None if items is None or vectors is None else (items, vectors)
+    keys = {s.pos: candidates_key(s.op) for s in local}
+    kept = [v for v in (cache.kept_since(k) for k in keys.values()) if v is not None]
+    items, vectors = yield Parallel((Version("items", min(kept) if kept else None), Version("vectors")))
+    version = None if items is None or vectors is None else (items[0], vectors[0])
     for s in local:
         s.version = version
-        s.recalled = cache.recall(candidates_key(s.op), version, state.ctx.expiry_cutoff)
+        s.recalled = cache.recall(keys[s.pos], items, vectors, state.ctx.expiry_cutoff)
     return None
 
 

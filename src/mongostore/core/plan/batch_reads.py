@@ -45,6 +45,8 @@ def batch_reads(state: BatchState) -> list[Step]:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
             reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
+        elif s.recalled.cands is None:  # kept candidates: only the items changed since
+            reads.extend(local_candidate_reads(s.op, cutoff, with_vectors=False, only=s.recalled.changed))
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
@@ -103,7 +105,7 @@ def _answer_searches(state: BatchState, answers: list[Any]) -> None:
             state.first_answers[s.pos] = [answers.pop() for _ in range(n)]
         elif state.use_atlas:
             state.first_answers[s.pos] = answers.pop()
-        elif s.recalled is None:
+        elif s.recalled is None or s.recalled.cands is None:
             state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
 
 

@@ -32,21 +32,19 @@ def candidates_key(op: SearchOp) -> str:
     return repr(q.search_filter(op.namespace_prefix, op.filter, None))
 
 
-def local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
+def local_candidate_reads(
+    op: SearchOp, cutoff: datetime | None, with_vectors: bool = True, only: list[str] | None = None
+) -> list[Step]:
     """The items under the prefix that pass the filter (ids, listed hashes, and the dates that
     order unscored items and end their life) and, unless the store's vector cache already
-    holds the prefix, every vector under it."""
+    holds the prefix, every vector under it. ``only``: just those of these items."""
     projection = {"_id": 1, "vectors": 1, "updated_at": 1}
     if cutoff is not None:
         projection["expires_at"] = 1
-    reads: list[Step] = [
-        Find(
-            "items",
-            q.search_filter(op.namespace_prefix, op.filter, cutoff),
-            projection,
-            batch_size=LARGE_BATCH,
-        )
-    ]
+    filt = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    if only is not None:
+        filt = {"$and": [{"_id": {"$in": only}}, filt]} if filt else {"_id": {"$in": only}}
+    reads: list[Step] = [Find("items", filt, projection, batch_size=LARGE_BATCH)]
     if with_vectors:
         reads.append(
             Find(
@@ -76,13 +74,22 @@ def local_search_plan(
 
     A vector counts only while its item (filtered, unexpired) still lists its text hash.
     The store's ``VectorCache`` holds the embeddings; vectors it lacks are fetched first.
-    ``candidates`` is None when the search recalled them (``s.recalled``) instead of reading.
+    ``candidates`` is None when the search recalled them (``s.recalled``) instead of reading,
+    and only the changed items when it recalled them from before a write.
     """
     cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
     items: list[dict[str, Any]] | None = None
-    if s.recalled is not None:
-        cands, leftover = s.recalled
+    kept = None
+    if s.recalled is not None and s.recalled.cands is not None:
+        kept = (s.recalled.cands, s.recalled.leftover)
+    elif s.recalled is not None:  # kept, but some items changed since: map those, patch the rest
+        kept = yield from _patch_candidates(cache, s, ctx, s.recalled, candidates)
+    if kept is not None:
+        cands, leftover = kept
     else:
+        if s.recalled is not None:  # what was kept no longer holds: read every candidate
+            [first] = yield Parallel(tuple(local_candidate_reads(s.op, ctx.expiry_cutoff, with_vectors=False)))
+            candidates = (first, None)
         assert candidates is not None
         items = candidates[0]
         cands, leftover = yield from _map_candidates(cache, s, ctx, candidates)
@@ -118,27 +125,51 @@ def _map_candidates(
     if vecs is not None:
         cache.add_documents(vecs)
         cache.mark_loaded(namespace_path(s.op.namespace_prefix))
+    cands = yield from _mapped(cache, ctx, items, fetch=vecs is None)
+    leftover = _leftover(items, cands)
+    if s.version is not None:
+        cache.remember(candidates_key(s.op), s.version, cands, leftover, _earliest_expiry(items))
+    return cands, leftover
+
+
+def _mapped(cache: _vectors.VectorCache, ctx: PlanContext, items: list[dict[str, Any]], fetch: bool) -> Plan:
+    """``items`` mapped onto the cache's rows, after fetching the vectors it lacks (``fetch``)."""
     cands = cache.candidates(items)
-    if cands.missing and vecs is None:
+    if cands.missing and fetch:
         filt: dict[str, Any] = {"item_id": {"$in": cands.missing}}
         if ctx.expiry_cutoff is not None:
             filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
         cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
         cands = cache.candidates(items)
-    leftover = _leftover(items, cands)
-    if s.version is not None:
-        ends = [d["expires_at"] for d in items if isinstance(d.get("expires_at"), datetime)]
-        cache.remember(candidates_key(s.op), s.version, cands, leftover, min(ends) if ends else None)
-    return cands, leftover
+    return cands
+
+
+def _earliest_expiry(items: list[dict[str, Any]]) -> datetime | None:
+    ends = [d["expires_at"] for d in items if isinstance(d.get("expires_at"), datetime)]
+    return min(ends) if ends else None
+
+
+def _patch_candidates(
+    cache: _vectors.VectorCache,
+    s: PendingSearch,
+    ctx: PlanContext,
+    recalled: _vectors.Recall,
+    candidates: Any,
+) -> Plan:
+    """Kept candidates brought up to date from the changed items the batch read (``candidates``:
+    those of them that are candidates now); None when what was kept no longer holds."""
+    changed_docs: list[dict[str, Any]] = candidates[0]
+    fresh = yield from _mapped(cache, ctx, changed_docs, fetch=True)
+    assert s.version is not None
+    return cache.patch(
+        candidates_key(s.op), recalled.since, s.version, recalled.changed, fresh, _earliest_expiry(changed_docs)
+    )
 
 
 def _leftover(items: list[dict[str, Any]], cands: _vectors.Candidates) -> list[dict[str, Any]]:
     """The candidates without a row, newest first (ties by id)."""
     with_rows = set(cands.item_index.tolist())
-    return sorted(
-        (d for i, d in enumerate(items) if i not in with_rows),
-        key=lambda d: (-d["updated_at"].timestamp(), d["_id"]),
-    )
+    return _vectors.newest_first([d for i, d in enumerate(items) if i not in with_rows])
 
 
 Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of its best vector)

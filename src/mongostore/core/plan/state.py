@@ -40,7 +40,7 @@ class PendingSearch:
     query_vector: list[float] | None = None
     read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
     version: Any = None  # local path: both collections' write versions, read before the candidates (None: unknown)
-    recalled: Any = None  # local path: the candidates kept from an earlier search (``VectorCache.recall``)
+    recalled: Any = None  # local path: what an earlier search kept (``VectorCache.recall``), or None
 
 
 @dataclass

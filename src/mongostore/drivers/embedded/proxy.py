@@ -150,13 +150,14 @@ class LocalCollection:
     def find(self, *args: Any, **kwargs: Any) -> _Cursor:
         return _Cursor(self._engine, self, args, kwargs)
 
-    def write_version(self) -> int | None:
-        """The collection's write version (``mongomock_compat.versions``), after reloading
-        what another process saved: a reload makes a new version."""
-        from mongostore.drivers.mongomock_compat.versions import write_version
+
+    def write_state(self, since: int | None = None) -> Any:
+        """The collection's write state (``mongomock_compat.versions``), after reloading what
+        another process saved: a reload is a new store, with a new version and no history."""
+        from mongostore.drivers.mongomock_compat.versions import write_state
 
         with self._engine.transaction() as client:
-            return write_version(client[self._engine.db_name][self.name])
+            return write_state(client[self._engine.db_name][self.name], since)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

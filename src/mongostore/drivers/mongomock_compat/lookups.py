@@ -200,8 +200,8 @@ def _patch_in_place_updates(collection_cls: Any, helpers: Any) -> None:
                 return fn(self, existing_document, *args, **kwargs)
             finally:
                 store = self._store
-                bump(store)
                 key = key_of(existing_document)
+                bump(store, key)
                 # Only a stored document (an upsert's new document is not stored yet).
                 if store._documents.get(key) is existing_document:
                     lk = lookup(store, create=False)
@@ -225,7 +225,7 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def setitem(self: Any, key: Any, val: Any) -> None:
         original_set(self, key, val)
-        bump(self)
+        bump(self, key)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.put(key, val)
@@ -233,7 +233,7 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def delitem(self: Any, key: Any) -> None:
         original_del(self, key)
-        bump(self)
+        bump(self, key)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.drop(key)
