@@ -13,6 +13,7 @@ from typing import Any
 from langgraph.store.base import SearchOp
 
 from mongostore.config import IndexSettings
+from mongostore.core import kept
 from mongostore.core import queries as q
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
@@ -153,7 +154,7 @@ def _patch_candidates(
     cache: _vectors.VectorCache,
     s: PendingSearch,
     ctx: PlanContext,
-    recalled: _vectors.Recall,
+    recalled: kept.Recall,
     candidates: Any,
 ) -> Plan:
     """Kept candidates brought up to date from the changed items the batch read (``candidates``:
@@ -166,10 +167,10 @@ def _patch_candidates(
     )
 
 
-def _leftover(items: list[dict[str, Any]], cands: _vectors.Candidates) -> list[dict[str, Any]]:
+def _leftover(items: list[dict[str, Any]], cands: kept.Candidates) -> list[dict[str, Any]]:
     """The candidates without a row, newest first (ties by id)."""
     with_rows = set(cands.item_index.tolist())
-    return _vectors.newest_first([d for i, d in enumerate(items) if i not in with_rows])
+    return kept.newest_first([d for i, d in enumerate(items) if i not in with_rows])
 
 
 Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of its best vector)
@@ -177,7 +178,7 @@ Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of i
 
 def _local_page(
     cache: _vectors.VectorCache,
-    cands: _vectors.Candidates,
+    cands: kept.Candidates,
     leftover: list[dict[str, Any]],
     query_vector: list[float],
     op: SearchOp,
