@@ -10,7 +10,7 @@ from typing import Any
 
 import _setup  # noqa: F401  (first: this checkout's src/ and tests/ on sys.path)
 from _proxies import SyncDatabaseProxy, SyncProxy, SyncReplay
-from _wire import COUNTED, CURSOR_METHODS, Answer, call_key
+from _wire import COUNTED, CURSOR_METHODS, Answer, call_key, request_size
 
 # --------------------------------------------------------------------------- async proxy and replay
 
@@ -131,6 +131,7 @@ class AsyncReplay(SyncReplay):
     """The async double: coroutine methods, ``find`` returning a cursor whose ``to_list`` is awaited."""
 
     async def _aanswer(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Answer:
+        request_size(method, args, kwargs)  # the client's BSON encoding of the request, as in SyncReplay
         key = call_key(self.name, method, args, kwargs) if self._player.keyed else ""
         ans = self._player.next(self.name, method, key)
         self._log.add(method, ans.trips, ans.docs, ans.nbytes_in, ans.nbytes_out)

@@ -221,6 +221,9 @@ class SyncReplay:
         self.database = database
 
     def _answer(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Answer:
+        # What pymongo does in the client before any byte leaves: the request as BSON
+        # (a vector as 384 doubles costs ~29 us to encode, as a packed BinData ~3 us).
+        request_size(method, args, kwargs)
         key = call_key(self.name, method, args, kwargs) if self._player.keyed else ""
         ans = self._player.next(self.name, method, key)
         self._log.add(method, ans.trips, ans.docs, ans.nbytes_in, ans.nbytes_out)
