@@ -163,7 +163,8 @@ async def test_concurrent_calls_in_one_tick_are_one_abatch(make_store: MakeStore
 
     async def spy(ops: Any) -> Any:
         ops = list(ops)
-        batches.append([type(op).__name__ for op in ops])
+        kinds = (GetOp, PutOp, SearchOp, ListNamespacesOp)  # (a checked put is a PutOp subclass)
+        batches.append([next(k.__name__ for k in kinds if isinstance(op, k)) for op in ops])
         return await real_abatch(ops)
 
     store._abatch_outcome = spy  # type: ignore[method-assign]

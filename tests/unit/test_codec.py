@@ -6,9 +6,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 import bson
+import pytest
 from bson.int64 import Int64
 
-from mongostore.core.codec import doc_to_item, doc_to_search_item, plain_value
+from mongostore.core.codec import _bad_field_name, doc_to_item, doc_to_search_item, plain_value
 from mongostore.core.plan import aggregate_plan
 from mongostore.core.steps import Aggregate
 
@@ -62,3 +63,34 @@ def test_aggregate_results_hold_plain_ints() -> None:
     except StopIteration as stop:
         (row,) = stop.value
     assert types_of(row) == {"_id": int, "n": int, "values": [int]}
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    cur = value
+    for _ in range(depth):
+        cur["n"] = {}
+        cur = cur["n"]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": [1, {"$x": 1}]}, "field name '$x' in value.a[1] starts with '$'"),
+        ({"a": {"b\x00": 1}}, "field name 'b\\x00' in value.a contains a NUL byte"),
+        ({"a": ["ok", "\ud800"]}, "the string at value.a[1] is not valid UTF-8 (a lone surrogate)"),
+        ({"a": (1, {"b": {"c": "\udc00"}})}, "the string at value.a[1].b.c is not valid UTF-8 (a lone surrogate)"),
+        ({"é\ud800": 1}, "field name 'é\\ud800' in value is not valid UTF-8 (a lone surrogate)"),
+        ({1: 2}, "field name 1 in value is not a string"),
+        ({"{where}": {"$k": 1}}, "field name '$k' in value.{where} starts with '$'"),
+        (_nested(100), "value" + ".n" * 99 + " nests deeper than 98 levels; MongoDB allows 100 per document"),
+    ],
+)
+def test_a_refused_value_names_the_path_to_what_is_wrong(value: dict[Any, Any], message: str) -> None:
+    assert _bad_field_name(value) == message
+
+
+def test_a_storable_value_is_not_refused() -> None:
+    value = {"s": "ascii", "u": "ünïcode", "n": [1, 2.5, None, True, Int64(7)], "d": {"x.y": _nested(96)}}  # 98 deep
+    assert _bad_field_name(value) is None

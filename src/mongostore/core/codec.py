@@ -157,31 +157,67 @@ def doc_to_search_item(doc: Mapping[str, Any], score: float | None = None) -> Se
     )
 
 
+# Values that hold no field names or strings: nothing in them for _bad_field_name to refuse.
+_LEAVES = frozenset({int, float, bool, type(None), datetime, Int64})
+_NESTS = f" nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per document"
+
+
 def _bad_field_name(obj: Any, where: str = "value", depth: int = 0) -> str | None:
-    """The first field name (or string, or nesting) MongoDB would refuse, described, or None."""
-    if isinstance(obj, (Mapping, list, tuple)) and depth > MAX_VALUE_DEPTH:
-        return f"{where} nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per document"
-    if isinstance(obj, Mapping):
+    """The first field name (or string, or nesting) MongoDB would refuse, described, or None.
+
+    The path to it (``value.a[0].b``) is built only once something is found: a put's
+    value is walked on every write, and most are fine.
+    """
+    found = _first_bad(obj, depth)
+    if found is None:
+        return None
+    before, after, trail = found
+    return before + where + "".join(reversed(trail)) + after
+
+
+def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
+    """``_bad_field_name``'s walk: the problem's words before and after the path, and the path, innermost first."""
+    t = type(obj)
+    if t is str:
+        return None if obj.isascii() or not unencodable(obj) else ("the string at ", _BAD_STRING, [])
+    if t in _LEAVES:
+        return None
+    if t is dict or isinstance(obj, Mapping):
+        if depth > MAX_VALUE_DEPTH:
+            return "", _NESTS, []
         for k, v in obj.items():
-            if not isinstance(k, str):
-                return f"field name {k!r} in {where} is not a string"
+            if type(k) is not str and not isinstance(k, str):
+                return f"field name {k!r} in ", " is not a string", []
             if k.startswith("$"):
-                return f"field name {k!r} in {where} starts with '$'"
+                return f"field name {k!r} in ", " starts with '$'", []
             if "\x00" in k:
-                return f"field name {k!r} in {where} contains a NUL byte"
-            if unencodable(k):
-                return f"field name {k!r} in {where} is not valid UTF-8 (a lone surrogate)"
-            found = _bad_field_name(v, f"{where}.{k}", depth + 1)
-            if found:
+                return f"field name {k!r} in ", " contains a NUL byte", []
+            if not k.isascii() and unencodable(k):
+                return f"field name {k!r} in ", " is not valid UTF-8 (a lone surrogate)", []
+            tv = type(v)
+            if tv in _LEAVES or (tv is str and v.isascii()):
+                continue
+            found = _first_bad(v, depth + 1)
+            if found is not None:
+                found[2].append("." + k)
                 return found
     elif isinstance(obj, (list, tuple)):
+        if depth > MAX_VALUE_DEPTH:
+            return "", _NESTS, []
         for i, v in enumerate(obj):
-            found = _bad_field_name(v, f"{where}[{i}]", depth + 1)
-            if found:
+            tv = type(v)
+            if tv in _LEAVES or (tv is str and v.isascii()):
+                continue
+            found = _first_bad(v, depth + 1)
+            if found is not None:
+                found[2].append(f"[{i}]")
                 return found
     elif isinstance(obj, str) and unencodable(obj):
-        return f"the string at {where} is not valid UTF-8 (a lone surrogate)"
+        return "the string at ", _BAD_STRING, []
     return None
+
+
+_BAD_STRING = " is not valid UTF-8 (a lone surrogate)"
 
 
 def item_doc_size(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], hashes: Sequence[str] = ()) -> int:
@@ -202,6 +238,11 @@ def item_doc_size(namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
 
 def check_value(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, Any]:
     """Return the value as a plain dict, or raise ``InvalidValueError`` naming ns and key."""
+    return check_value_sized(namespace, key, value)[0]
+
+
+def check_value_sized(namespace: tuple[str, ...], key: str, value: Any) -> tuple[dict[str, Any], int]:
+    """``check_value``, and the item document's ``item_doc_size`` without text hashes (encoded once)."""
     if not isinstance(value, Mapping):
         raise InvalidValueError(namespace, key, f"the value must be a dict, got {type(value).__name__}")
     bad = _bad_field_name(value)
@@ -219,7 +260,7 @@ def check_value(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, A
             f"the item (value, key and namespace) is {size:,} bytes as BSON; "
             "MongoDB's limit is 16 MiB per document",
         )
-    return doc
+    return doc, size
 
 
 def extract_texts(

@@ -43,7 +43,7 @@ from mongostore.core.plan.search import MAX_CANDIDATES, VECTOR_PROJECTION
 from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.status import aggregate_plan, status_plan, sweep_plan
-from mongostore.core.plan.validate import check_op, check_sizes, check_ttl, normalize_op
+from mongostore.core.plan.validate import SizedPut, check_op, check_sizes, check_ttl, normalize_op
 from mongostore.core.queries import missing_vectors_pipeline, unscored_pipeline
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "PendingSearch",
     "Plan",
     "PlanContext",
+    "SizedPut",
     "aggregate_plan",
     "answer_phase",
     "batch_outcome_plan",

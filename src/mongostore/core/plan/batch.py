@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
@@ -33,7 +33,7 @@ from mongostore.core.plan.context import Plan, PlanContext
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
 from mongostore.core.plan.search import atlas_search_plan, candidates_key, local_search_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
-from mongostore.core.plan.validate import check_op, check_sizes
+from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
 from mongostore.core.steps import DisableVectorSearch, Embed, Parallel, Probe, Version
 from mongostore.errors import VectorIndexError
 
@@ -72,10 +72,14 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
         elif isinstance(op, ListNamespacesOp):
             state.listings.append((pos, op))
         elif isinstance(op, PutOp):
-            value = None if op.value is None else dict(op.value)
+            # check_op gives a put with a value as a SizedPut, whose value is already a copy.
+            value = op.value if isinstance(op, SizedPut) or op.value is None else dict(op.value)
+            size = op.item_bytes if isinstance(op, SizedPut) else -1
             # Last wins, and takes the last op's place: a batch's puts are written in op order.
             state.puts.pop((op.namespace, op.key), None)
-            state.puts[(op.namespace, op.key)] = PendingPut(op.namespace, op.key, value, op.index, op.ttl)
+            state.puts[(op.namespace, op.key)] = PendingPut(
+                op.namespace, op.key, cast("dict[str, Any] | None", value), op.index, op.ttl, size
+            )
     return state
 
 
@@ -180,7 +184,7 @@ def embed_phase(state: BatchState) -> Plan:
             continue
         texts = {fname: (text, text_hash(fname, text)) for fname, text in _texts_for(p, index).items()}
         state.put_texts[p.id] = texts
-        check_sizes(p.namespace, p.key, p.value, [h for _, h in texts.values()], list(texts), index)
+        check_sizes(p.namespace, p.key, p.value, [h for _, h in texts.values()], list(texts), index, p.item_bytes)
         old = state.stored.get(p.id, {})
         for fname, (text, h) in texts.items():
             if old.get(fname) != h:

@@ -24,6 +24,7 @@ class PendingPut:
     value: dict[str, Any] | None  # None = delete
     index: list[str] | bool | None
     ttl: float | None
+    item_bytes: int = -1  # the checked value's item_doc_size without hashes (-1: not known)
     id: str = ""
 
     def __post_init__(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -23,9 +24,10 @@ from mongostore.core.codec import (
     MAX_VALUE_BYTES,
     ancestor_paths,
     as_namespace,
-    check_value,
+    check_value_sized,
     item_doc_size,
     item_id,
+    namespace_path,
     unencodable,
     vector_id,
 )
@@ -40,6 +42,21 @@ def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
 
 
 def _check_labels(namespace: tuple[str, ...]) -> None:
+    """LangGraph's label rules and ours (UTF-8); a namespace that passed once is remembered."""
+    try:
+        _labels_ok(namespace)
+    except TypeError:  # an unhashable label: LangGraph's own rule refuses it, uncached
+        validate_op_namespace(GetOp(namespace, ""))
+        _check_utf8_labels(namespace)
+
+
+@functools.lru_cache(maxsize=4096)
+def _labels_ok(namespace: tuple[str, ...]) -> None:
+    validate_op_namespace(GetOp(namespace, ""))
+    _check_utf8_labels(namespace)
+
+
+def _check_utf8_labels(namespace: tuple[str, ...]) -> None:
     for label in namespace:
         if isinstance(label, str) and unencodable(label):
             raise InvalidNamespaceError(
@@ -92,8 +109,7 @@ def _validate(op: Op) -> None:
         # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the
         # op's (LangGraph 4.3: "write-only rules belong to put, not to op validation");
         # InMemoryStore and the Agent Server write such ops through batch().
-        validate_op_namespace(op)
-        _check_labels(op.namespace)
+        _check_labels(op.namespace)  # (LangGraph's validate_op_namespace included)
         _check_key(op.namespace, op.key)
         if op.index not in (None, False) and not (
             isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
@@ -101,12 +117,15 @@ def _validate(op: Op) -> None:
             raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
         check_ttl(op.namespace, op.key, op.ttl)
     elif isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
-        validate_op_namespace(op)
         if isinstance(op, GetOp):
             _check_labels(op.namespace)
             _check_key(op.namespace, op.key)
-        if isinstance(op, SearchOp):
+        if isinstance(op, SearchOp) and op.namespace_prefix:
             _check_labels(op.namespace_prefix)
+        if isinstance(op, ListNamespacesOp):
+            validate_op_namespace(op)  # the match paths (LangGraph allows "*" wildcards in them)
+            for cond in op.match_conditions or ():
+                _check_utf8_labels(cond.path)
         if isinstance(op, (SearchOp, ListNamespacesOp)):
             _check_paging(op)
         if isinstance(op, ListNamespacesOp):
@@ -115,25 +134,61 @@ def _validate(op: Op) -> None:
             for cond in op.match_conditions or ():
                 if cond.match_type not in ("prefix", "suffix"):
                     raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
-                _check_labels(cond.path)
     else:
         raise ValueError(f"Unknown operation type: {type(op).__name__}")
+
+
+class SizedPut(PutOp):
+    """A put ``check_op`` passed: its value is the checked copy, ``item_bytes`` its item
+    document's ``item_doc_size`` without text hashes (so the value is encoded once per put)."""
+
+    item_bytes: int = -1
 
 
 def check_op(op: Op) -> Op:
     """Every client-side check of one op: namespace, key, paging, filter, value, ttl, index.
 
-    Returns the op with its namespaces as tuples. ``batch_plan`` runs it on each op
-    before any I/O; ``AsyncMongoStore`` runs it before an op is queued, so a bad call
-    fails only its own caller.
+    Returns the op with its namespaces as tuples, a put with a value as a ``SizedPut``.
+    ``batch_plan`` runs it on each op before any I/O; ``AsyncMongoStore`` runs it before
+    an op is queued, so a bad call fails only its own caller (and the batch does not
+    check a ``SizedPut`` twice).
     """
+    if type(op) is SizedPut:
+        return op
     op = normalize_op(op)
     _validate(op)
     if isinstance(op, SearchOp):
         q.value_filter(op.filter)
     elif isinstance(op, PutOp) and op.value is not None:
-        check_value(op.namespace, op.key, op.value)
+        value, size = check_value_sized(op.namespace, op.key, op.value)
+        sized = SizedPut(op.namespace, op.key, value, op.index, op.ttl)
+        sized.item_bytes = size
+        return sized
     return op
+
+
+# BSON bytes one text hash adds to an item's ``vectors`` array, at most: element type,
+# index name (up to 10 digits and NUL), string length, the NUL; the hash counted apart.
+_HASH_ELEMENT = 17
+# The same for one ancestor path in a vector document's ``ns_prefixes``.
+_PATH_ELEMENT = 17
+
+
+def item_doc_bound(item_bytes: int, hashes: list[str]) -> int:
+    """At least ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
+    return item_bytes + sum(len(h) + _HASH_ELEMENT for h in hashes)
+
+
+def vector_doc_bound(namespace: tuple[str, ...], item_bytes: int, field_bytes: int, dims: int) -> int:
+    """At least the BSON size of the item's vector documents, from its item document's size.
+
+    The item document holds the item id and the value whose filter fields are copied;
+    a vector document holds the id twice (``_id``, ``item_id``), those fields, every
+    ancestor path (none longer than the item's path), the field name, the vector and
+    a few dates and names (the 256 bytes the exact check also allows).
+    """
+    path_bytes = len(namespace_path(namespace).encode())
+    return 64 + 2 * item_bytes + len(namespace) * (path_bytes + _PATH_ELEMENT) + 3 * field_bytes + dims * 4 + 256
 
 
 def check_sizes(
@@ -143,19 +198,29 @@ def check_sizes(
     hashes: list[str],
     fields: list[str],
     index: IndexSettings,
+    item_bytes: int = -1,
 ) -> None:
     """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
 
     A vector document holds every ancestor path of its item (``ns_prefixes``), so 200
-    labels of 1 KB make one of 20 MB even for a small value.
+    labels of 1 KB make one of 20 MB even for a small value. ``item_bytes`` is
+    ``item_doc_size`` without hashes when known (``SizedPut``): each document's size is
+    then bounded from above by arithmetic and encoded only when the bound is over the
+    limit (so a put's value is encoded once, not three times).
     """
-    size = item_doc_size(namespace, key, value, hashes)
-    if size > MAX_VALUE_BYTES:
-        raise InvalidValueError(
-            namespace, key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
-            "MongoDB's limit is 16 MiB per document"
-        )
+    if item_bytes < 0:
+        item_bytes = item_doc_size(namespace, key, value)
+    if item_doc_bound(item_bytes, hashes) > MAX_VALUE_BYTES:
+        size = item_doc_size(namespace, key, value, hashes)
+        if size > MAX_VALUE_BYTES:
+            raise InvalidValueError(
+                namespace, key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
+                "MongoDB's limit is 16 MiB per document"
+            )
     if not fields:
+        return
+    field_bytes = max(len(f.encode()) for f in fields)
+    if vector_doc_bound(namespace, item_bytes, field_bytes, index.dims) <= MAX_DOC_BYTES:
         return
     iid = item_id(namespace, key)
     base = len(
@@ -168,7 +233,7 @@ def check_sizes(
             }
         )
     )
-    vec = base + 2 * max(len(f.encode()) for f in fields) + index.dims * 4 + 256
+    vec = base + 2 * field_bytes + index.dims * 4 + 256
     if vec > MAX_DOC_BYTES:
         raise InvalidValueError(
             namespace, key, f"its vector documents would be {vec:,} bytes as BSON (each holds every "
