@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -59,6 +60,14 @@ def _database_name(collection: Any) -> str:
     return str(getattr(collection.database, "name", ""))
 
 
+@functools.lru_cache(maxsize=64)
+def _with_omit(ttl: TTLSettings | None, omit: bool) -> TTLSettings:
+    """The store's TTL settings with ``omit_expired`` as ``ttl_config`` says now (made once, not per batch)."""
+    if ttl is not None and ttl.omit_expired == omit:
+        return ttl
+    return dataclasses.replace(ttl or TTLSettings(), omit_expired=omit)
+
+
 class _StoreConfig:
     """Settings and helpers shared by the sync and async stores (no I/O)."""
 
@@ -104,14 +113,10 @@ class _StoreConfig:
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
     def _context(self) -> _plan.PlanContext:
-        omit = self._omit_expired()
-        ttl = self._ttl
-        if ttl is None or ttl.omit_expired != omit:
-            ttl = dataclasses.replace(ttl or TTLSettings(), omit_expired=omit)
         return _plan.PlanContext(
             self.collection.name,
             self._index,
-            ttl,
+            _with_omit(self._ttl, self._omit_expired()),
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,

@@ -8,8 +8,10 @@ from typing import Any
 import bson
 import pytest
 from bson.int64 import Int64
+from langgraph.store.base import get_text_at_path
+from langgraph.store.base.embed import tokenize_path
 
-from mongostore.core.codec import _bad_field_name, doc_to_item, doc_to_search_item, plain_value
+from mongostore.core.codec import _bad_field_name, doc_to_item, doc_to_search_item, extract_texts, plain_value
 from mongostore.core.plan import aggregate_plan
 from mongostore.core.steps import Aggregate
 
@@ -94,3 +96,24 @@ def test_a_refused_value_names_the_path_to_what_is_wrong(value: dict[Any, Any], 
 def test_a_storable_value_is_not_refused() -> None:
     value = {"s": "ascii", "u": "ünïcode", "n": [1, 2.5, None, True, Int64(7)], "d": {"x.y": _nested(96)}}  # 98 deep
     assert _bad_field_name(value) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "plain"},
+        {"text": 5},
+        {"text": None},
+        {"text": ["a", "b"]},
+        {"text": {"nested": "x"}},
+        {"other": "x"},
+        {"text": "", "title": "t"},
+    ],
+)
+def test_extract_texts_names_texts_as_get_text_at_path_does(value: dict[str, Any]) -> None:
+    # A top-level string field takes a shortcut; every path must give what LangGraph gives.
+    paths = ["text", "title", "text[*]", "text.nested", "*", "{text,title}"]
+    for path in paths:
+        texts = get_text_at_path(value, tokenize_path(path))
+        want = {path: texts[0]} if len(texts) == 1 else {f"{path}.{i}": t for i, t in enumerate(texts)}
+        assert extract_texts(value, [(path, tokenize_path(path))]) == want, path

@@ -88,7 +88,12 @@ def namespace_key(namespace: tuple[str, ...] | list[str]) -> str:
 
 def ancestor_paths(namespace: tuple[str, ...]) -> list[str]:
     """Every prefix path of a namespace, itself included: ``["users.", "users.alice."]``."""
-    return [namespace_path(namespace[: i + 1]) for i in range(len(namespace))]
+    return list(_ancestor_paths(namespace))
+
+
+@functools.lru_cache(maxsize=4096)
+def _ancestor_paths(namespace: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(namespace_path(namespace[: i + 1]) for i in range(len(namespace)))
 
 
 def item_id(namespace: tuple[str, ...], key: str) -> str:
@@ -263,6 +268,12 @@ def check_value_sized(namespace: tuple[str, ...], key: str, value: Any) -> tuple
     return doc, size
 
 
+@functools.lru_cache(maxsize=256)
+def _plain_field(path: str) -> bool:
+    """A path that names one top-level field: no wildcard, index or multi-field token."""
+    return path != "*" and not any(c in path for c in ".[]{}")
+
+
 def extract_texts(
     value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]
 ) -> dict[str, str]:
@@ -275,6 +286,9 @@ def extract_texts(
     for path, tokens in tokenized:
         if tokens == ["$"]:
             texts = [json.dumps(value, sort_keys=True, ensure_ascii=False)]
+        elif len(tokens) == 1 and type(found := value.get(path)) is str and _plain_field(path):
+            out[path] = found  # what get_text_at_path gives for a top-level string field, faster
+            continue
         else:
             texts = get_text_at_path(value, tokens)
         if len(texts) == 1:

@@ -63,8 +63,10 @@ def put_requests(state: BatchState, write_now: datetime, requests: list[q.WriteR
     put_list = state.put_list
     item_requests: list[q.WriteRequest] = []
     cached: Cached = []
-    for i, p in enumerate(put_list):
-        now = write_now - timedelta(milliseconds=len(put_list) - 1 - i)
+    ms = timedelta(milliseconds=1)
+    now = write_now - ms * len(put_list)
+    for p in put_list:
+        now += ms
         if p.value is None:
             if ctx.vector_cache is not None:
                 ctx.vector_cache.forget(p.id)
@@ -73,7 +75,7 @@ def put_requests(state: BatchState, write_now: datetime, requests: list[q.WriteR
             item_requests.extend(r for r in reqs if r.role == "items")
             continue
         hashes = _vector_requests(state, p, now, requests, cached) if index is not None else None
-        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, now, p.ttl, hashes))
+        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, now, p.ttl, hashes, p.id))
     requests.extend(item_requests)
     return cached
 
@@ -95,16 +97,16 @@ def _vector_requests(
             unchanged = True
             continue
         if index.auto_embed is not None:
-            req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl)
+            req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl, p.id)
             req = _retrieval.auto_vector_request(req, text)
         else:
             vec = state.packed[text]
             cached.append((len(requests), p.id, fname, h, vec))
-            req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl)
+            req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id)
             if index.stores_text:
                 req = _retrieval.with_text(req, text)
         requests.append(req)
-    if set(old) - set(texts):
+    if old and not texts.keys() >= old.keys():
         requests.append(q.prune_vectors_request(p.namespace, p.key, list(texts)))
     if unchanged:
         requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, now, p.ttl))
