@@ -300,15 +300,16 @@ async def test_puts_and_deletes_need_no_search_probe(make: Make, error: Exceptio
 # --------------------------------------------------------------------------- 6. $facet carries no items
 
 
-async def test_the_facet_carries_ids_and_scores_and_the_items_come_by_id(make: Make) -> None:
+async def test_the_facet_carries_ids_and_scores_and_each_row_after_it_one_item(make: Make) -> None:
     api = await make(filter_fields=["kind"])
     big = "x" * 200_000
     await api.batch([PutOp(("u",), f"k{i}", {"text": f"pizza {i}", "blob": big, "n": i}) for i in range(5)])
     found = await api.search(("u",), query="pizza 3", filter={"n": {"$gte": 1}}, limit=3)
     assert found[0].key == "k3" and found[0].value["blob"] == big
     assert len(found) == 3
-    [out] = atlas(api).outputs[-1:]
-    assert all(set(d) == {"_id", "score"} for d in out["page"])
+    rows = atlas(api).outputs[-3:]  # one row per page entry, in page order
+    assert all(set(r["page"]) == {"_id", "score"} and len(r["item"]) == 1 for r in rows)
+    assert [r["item"][0]["key"] for r in rows] == [f.key for f in found]
 
 
 # --------------------------------------------------------------------------- 7. pre-filter types

@@ -184,9 +184,14 @@ def test_mode_pages_carry_ids_and_scores_never_whole_items_through_facet() -> No
     stages = r.after_search(
         score={"$meta": "score"}, post_filter={"kind": "food"}, items_collection="m", offset=0, limit=5, now=None
     )
-    facet = stages[-1]["$facet"]
+    [facet_at] = [i for i, stage in enumerate(stages) if "$facet" in stage]
+    facet = stages[facet_at]["$facet"]
     assert facet["page"][-1] == {"$project": {"_id": 1, "score": 1}}
     assert all("item" not in stage.get("$group", {}) for stage in facet["page"])
+    # After it, one row per page entry, each joining its own item (no row holds two).
+    unwind, lookup = stages[facet_at + 1 : facet_at + 3]
+    assert unwind == {"$unwind": {"path": "$page", "preserveNullAndEmptyArrays": True}}
+    assert lookup["$lookup"]["localField"] == "page._id"
     assert stages[2] == {
         "$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1, "item.value.kind": 1}
     }

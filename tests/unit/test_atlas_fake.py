@@ -27,7 +27,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore.core.queries import vector_index_definition, vector_prefilter, vector_search_pipeline
+from mongostore.core.queries import page_rows, vector_index_definition, vector_prefilter, vector_search_pipeline
 
 ALICE = ("users", "alice")
 BOB = ("users", "bob")
@@ -154,10 +154,11 @@ class Fake:
 
     async def page(self, stages: list[dict[str, Any]]) -> tuple[int, list[tuple[str, float]]]:
         """(raw hits, [(item key, score), ...]) of one pipeline run."""
-        (out,) = await self.aggregate(stages)
-        hits = out["hits"][0]["n"] if out["hits"] else 0
-        # the page holds item ids and scores only; the store fetches the items afterwards
-        return hits, [(doc["_id"].rsplit("\x00", 1)[1], doc["score"]) for doc in out["page"]]
+        facet, items = page_rows(await self.aggregate(stages))
+        hits = facet["hits"][0]["n"] if facet["hits"] else 0
+        # one row per page entry (id and score), each with its item
+        assert set(items) == {doc["_id"] for doc in facet["page"]}
+        return hits, [(doc["_id"].rsplit("\x00", 1)[1], doc["score"]) for doc in facet["page"]]
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -315,11 +316,11 @@ async def test_exact_needs_no_candidates(indexed: Fake) -> None:
 
 
 async def test_unknown_index_gives_no_results(indexed: Fake) -> None:
+    # One row (an empty page keeps one, for the counts), with no page entry and no item.
     (out,) = await indexed.aggregate(pipeline(index_name="no_such_index"))
     # As on MongoDB, $count over nothing outputs nothing (mongomock alone says {n: 0}).
-    assert out["hits"] == []
-    assert out["page"] == []
-    assert all(v == [] for v in out.values())
+    assert out == {"hits": [], "scored": [], "item": []}
+    assert page_rows([out]) == ({"hits": [], "scored": [], "page": []}, {})
 
 
 async def test_vector_search_must_be_first(indexed: Fake) -> None:

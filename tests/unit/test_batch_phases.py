@@ -18,7 +18,7 @@ from pymongo.errors import OperationFailure
 from mongostore import InvalidValueError
 from mongostore.config import IndexSettings, TTLSettings, index_settings
 from mongostore.core import queries as q
-from mongostore.core.codec import ITEM_PROJECTION, item_id, text_hash, vector_id
+from mongostore.core.codec import item_id, text_hash, vector_id
 from mongostore.core.plan import (
     BatchState,
     PlanContext,
@@ -36,7 +36,6 @@ from mongostore.core.steps import (
     Capabilities,
     DisableVectorSearch,
     Embed,
-    Find,
     Parallel,
     Probe,
     Step,
@@ -264,14 +263,15 @@ def test_embed_phase_asks_nothing_without_an_index() -> None:
 # --------------------------------------------------------------------------- rank
 
 
-def test_rank_phase_fetches_the_atlas_page_items_by_id() -> None:
+def test_rank_phase_reads_the_atlas_page_items_from_its_rows() -> None:
     state = validate_phase([SearchOp(("u",), query="pizza", limit=1)], context())
     state.caps, state.use_atlas = ATLAS, True
     state.searches[0].query_vector = [1.0, 0.0, 0.0, 0.0]
     a = doc(("u",), "a", {"text": "pizza"})
-    state.first_answers[0] = [{"hits": [{"n": 3}], "scored": [{"n": 2}], "page": [{"_id": a["_id"], "score": 0.5}]}]
-    steps, _ = run(rank_phase(state), lambda step: [a])
-    assert steps == [Find("items", {"_id": {"$in": [a["_id"]]}}, {**ITEM_PROJECTION, "_id": 1})]
+    row = {"hits": [{"n": 3}], "scored": [{"n": 2}], "page": {"_id": a["_id"], "score": 0.5}, "item": [a]}
+    state.first_answers[0] = [row]
+    steps, _ = run(rank_phase(state), no_steps)
+    assert steps == []  # the page's items came with it: no second round trip
     [hit] = state.results[0]  # type: ignore[misc]
     assert isinstance(hit, SearchItem) and hit.key == "a" and hit.score == 0.5
 

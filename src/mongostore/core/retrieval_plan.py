@@ -186,14 +186,6 @@ def _unscored_tail(op: Any, vectors_collection: str, cutoff: Any, scored: int, h
     return [(d, None) for d in docs]
 
 
-def _items_by_id(ids: list[str]) -> Plan:
-    """The page's items: the ``$facet`` carried ids and scores only."""
-    if not ids:
-        return {}
-    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
-    return {d["_id"]: d for d in docs}
-
-
 def _convert(similarity: str) -> Callable[[float], float]:
     """Atlas's normalised vectorSearchScore back to the similarity (as ``atlas_score_to_similarity``)."""
     if similarity == "euclidean":
@@ -219,7 +211,7 @@ def search_plan(
     k = _initial_k(op, index)
     out = first[0]
     while True:
-        facet = out[0] if out else {"hits": [], "scored": [], "page": []}
+        facet, docs = q.page_rows(out)  # each page entry came with its item
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
         ranked = [(d["_id"], convert(d["score"])) for d in facet["page"]]
@@ -228,7 +220,6 @@ def search_plan(
             break
         k = min(MAX_CANDIDATES, k * 4)
         out = yield Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))
-    docs = yield from _items_by_id([iid for iid, _ in ranked])
     page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
     if len(page) < op.limit and exhausted:
         vectors = vectors_collection or f"{items_name}_vectors"

@@ -58,13 +58,6 @@ def local_candidate_reads(
     return reads
 
 
-def _fetch_items(ids: list[str]) -> Plan:
-    if not ids:
-        return {}
-    docs = yield Find("items", {"_id": {"$in": ids}}, {**ITEM_PROJECTION, "_id": 1})
-    return {d["_id"]: d for d in docs}
-
-
 def local_search_plan(
     s: PendingSearch,
     index: IndexSettings,
@@ -247,7 +240,8 @@ def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, 
     k = initial_k(op, index)
     out = first
     while True:
-        facet = out[0] if out else {"hits": [], "scored": [], "page": []}
+        # One row per page entry, each with its item (q.page_rows): no second trip for the items.
+        facet, docs = q.page_rows(out)
         hits = facet["hits"][0]["n"] if facet["hits"] else 0
         scored = facet["scored"][0]["n"] if facet["scored"] else 0
         ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
@@ -256,9 +250,6 @@ def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, 
             break
         k = min(MAX_CANDIDATES, k * 4)
         out = yield Aggregate("vectors", atlas_pipeline(s, index, ctx, k))
-    # The $facet carried ids and scores only (its output is capped at 100 MB, the
-    # document at 16 MiB): one more round trip fetches the page's items by _id.
-    docs = yield from _fetch_items([iid for iid, _ in ranked])
     page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
     if len(page) < op.limit and exhausted:
         # Every scored item was seen: fill the page with items that have no vectors

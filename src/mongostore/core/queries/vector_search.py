@@ -147,7 +147,9 @@ def vector_search_pipeline(
     filters, keep the best vector per item, then sort, skip and limit, as
     ``{_id: item id, score}``. Each ``$facet`` output is capped at 100 MB and the
     result document at 16 MiB (``$facet`` manual page), so whole items never go
-    through it: the caller fetches the page's items by ``_id`` afterwards.
+    through it: the page is unwound after it, one row per page entry, and each row
+    joins its item (``page_rows`` reads them back). One round trip, whatever the
+    items weigh: no row holds more than one item.
     """
     stage = _vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
     return [
@@ -182,6 +184,8 @@ def scored_page_stages(
     ``scored`` (items that matched) and ``page`` (valid vectors only, post-filter, best
     per item, sorted, skipped, limited) as ``{_id: item id, score}``: never whole items,
     which could overflow the ``$facet`` caps (100 MB per output, 16 MiB per document).
+    Then the page is unwound, one row per entry (an empty page keeps one row, for the
+    counts), and each row joins its item's stored fields: ``page_rows`` reads them.
     """
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
     item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
@@ -211,7 +215,27 @@ def scored_page_stages(
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
         {"$project": kept},
         {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
+        {"$unwind": {"path": "$page", "preserveNullAndEmptyArrays": True}},
+        {"$lookup": {"from": items_collection, "localField": "page._id", "foreignField": "_id", "as": "item"}},
+        {"$project": {"_id": 0, "hits": 1, "scored": 1, "page": 1, **_ITEM_FIELDS}},
     ]
+
+
+# The stored fields of a page's items, as ``ITEM_PROJECTION`` keeps them, under ``item``.
+_ITEM_FIELDS = {f"item.{name}": 1 for name, keep in {**ITEM_PROJECTION, "_id": 1}.items() if keep}
+
+
+def page_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The answer of a ``scored_page_stages`` pipeline: the ``$facet`` (``hits``, ``scored``,
+    ``page`` of ``{_id, score}``) and the page's items by id (an item deleted meanwhile is absent).
+
+    No rows (the server returned nothing at all) reads as an empty facet.
+    """
+    if not rows:
+        return {"hits": [], "scored": [], "page": []}, {}
+    page = [r["page"] for r in rows if r.get("page")]
+    items = {r["page"]["_id"]: r["item"][0] for r in rows if r.get("page") and r.get("item")}
+    return {"hits": rows[0].get("hits") or [], "scored": rows[0].get("scored") or [], "page": page}, items
 
 
 def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
