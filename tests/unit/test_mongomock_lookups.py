@@ -227,3 +227,33 @@ def test_cursor_iteration_gives_what_mongomock_gives() -> None:
     cur.rewind()
     ref.rewind()
     assert drain(cur, Cursor.__next__) == drain(ref, original)
+
+
+def test_the_faster_date_walk_gives_what_mongomock_gives() -> None:
+    """``patch_mongomock`` replaces mongomock's date walk (every document goes through it)."""
+    from collections import OrderedDict
+    from datetime import timezone
+
+    from bson import Binary, Int64, Timestamp
+    from mongomock import helpers
+
+    patch_mongomock()
+    walk = helpers.patch_datetime_awareness_in_document
+    cells = [c.cell_contents for c in walk.__closure__ or ()]
+    [original] = [c for c in cells if getattr(c, "__module__", "") == "mongomock.helpers"]
+    aware = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=timezone(timedelta(hours=2)))
+    doc = {
+        "s": "x", "i": 1, "f": 1.5, "b": True, "n": None, "big": Int64(2**40), "bin": Binary(b"\x27\x00ab", 9),
+        "oid": ObjectId(), "d": aware, "naive": datetime(2026, 1, 1, 0, 0, 0, 999_999),
+        "nested": {"l": [1, (2, 3), {"d": aware}], "od": OrderedDict([("a", aware)])}, "ts": Timestamp(5, 1),
+    }
+    out = walk(doc)
+    assert out["d"] == datetime(2026, 1, 2, 1, 4, 5, 678_000) and out["d"].tzinfo is None
+    assert out["naive"].microsecond == 999_000
+    assert out["nested"]["l"] == [1, [2, 3], {"d": out["d"]}]
+    assert type(out["nested"]["od"]) is OrderedDict and out["nested"]["od"]["a"] == out["d"]
+    assert {k: out[k] for k in ("s", "i", "f", "b", "n", "big", "bin", "oid", "ts")} == {
+        k: doc[k] for k in ("s", "i", "f", "b", "n", "big", "bin", "oid", "ts")
+    }
+    assert out is not doc and out["nested"] is not doc["nested"]  # a copy, as mongomock's is
+    assert out == original(doc)

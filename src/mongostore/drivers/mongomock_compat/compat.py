@@ -36,8 +36,38 @@ def patch_mongomock() -> None:
 
     Collection.create_index = create_index  # type: ignore[method-assign]
     _patch_date_add()
+    _patch_datetime_walk()
     lookups.install()
     _patched = True
+
+
+def _patch_datetime_walk() -> None:
+    """mongomock's ``patch_datetime_awareness_in_document``, with the same results, faster.
+
+    mongomock copies every document it is given (inserts, update specs, filters) through
+    it, to make dates naive UTC milliseconds; it tries ``isinstance`` against four types
+    for every value, which was a sixth of 10,000 indexed puts into the embedded store.
+    Plain dicts, lists and values with nothing to change take a ``type()`` lookup here;
+    everything else (dates, ``Timestamp``, ``OrderedDict``, subclasses) goes to the
+    original, whose recursion comes back here through the module's name.
+    """
+    from bson import Binary, Int64, ObjectId
+    from mongomock import helpers
+
+    original: Any = helpers.patch_datetime_awareness_in_document
+    leaves = frozenset({str, int, float, bool, type(None), bytes, Binary, Int64, ObjectId})
+
+    def walk(value: Any) -> Any:
+        t = type(value)
+        if t in leaves:
+            return value
+        if t is dict:
+            return {k: v if type(v) in leaves else walk(v) for k, v in value.items()}
+        if t is list or t is tuple:
+            return [v if type(v) in leaves else walk(v) for v in value]
+        return original(value)
+
+    helpers.patch_datetime_awareness_in_document = walk
 
 
 def _patch_date_add() -> None:
