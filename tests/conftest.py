@@ -257,6 +257,7 @@ class Counting:
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.calls: list[str] = []
+        self.args: list[tuple[str, tuple[Any, ...]]] = []  # (name, positional arguments) per call
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -277,6 +278,7 @@ class Counting:
 
             def counted(*a: Any, **kw: Any) -> Any:
                 self.calls.append(name)
+                self.args.append((name, a))
                 return attr(*a, **kw)
 
             return counted
@@ -284,6 +286,10 @@ class Counting:
 
     def count(self, *names: str) -> int:
         return sum(1 for c in self.calls if not names or c in names)
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.args.clear()
 
 
 # --------------------------------------------------------------------------- semantic search

@@ -173,9 +173,14 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         outcome.raise_any()
         return outcome.results
 
-    async def _abatch_outcome(self, ops: list[Op]) -> _plan.BatchOutcome:
-        """Run a batch; a rejected write is reported per op, not raised (see ``_drain``)."""
-        return await run_async(_plan.batch_outcome_plan(ops, self._context()), self._io)  # type: ignore[no-any-return]
+    async def _abatch_outcome(self, ops: list[Op], unordered: bool = False) -> _plan.BatchOutcome:
+        """Run a batch; a rejected write is reported per op, not raised (see ``_drain``).
+
+        ``unordered``: the ops come from concurrent calls (``_drain``), with no order among
+        them, so a batch whose puts need no stored-hash read sends its reads and writes at once.
+        """
+        plan = _plan.batch_outcome_plan(ops, self._context(unordered))
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     # Every a* method checks its op fully before queueing it (a bad call fails only its
     # own caller, not the coroutines coalesced with it), with namespaces as tuples and
@@ -332,7 +337,7 @@ async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weak
                 continue
             listen, ops = _dedupe_ops([op for _, op in items])
             try:
-                outcome = await store._abatch_outcome(ops)
+                outcome = await store._abatch_outcome(ops, unordered=True)
             except Exception as exc:
                 for fut, _ in items:
                     if not fut.done():

@@ -34,6 +34,7 @@ from mongostore.config import (
     ttl_settings,
 )
 from mongostore.core import plan as _plan
+from mongostore.core.hashes import TextHashes
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.mongomock_compat import in_memory_collection
@@ -76,6 +77,7 @@ class _StoreConfig:
     _index: IndexSettings | None
     _ttl: TTLSettings | None
     _vector_cache: VectorCache | None
+    _text_hashes: TextHashes
 
     def _configure(
         self,
@@ -94,6 +96,8 @@ class _StoreConfig:
         self.vectors_collection = None
         # Local ranking's client-side matrix of stored embeddings, reused across searches.
         self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
+        # The stored vector hashes of items this store wrote: a put of one of them needs no read first.
+        self._text_hashes = TextHashes()
         if self._index is None:
             return collection, None, None, "auto"
         if vectors_collection is None:
@@ -112,7 +116,7 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self) -> _plan.PlanContext:
+    def _context(self, unordered: bool = False) -> _plan.PlanContext:
         return _plan.PlanContext(
             self.collection.name,
             self._index,
@@ -120,6 +124,8 @@ class _StoreConfig:
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,
+            text_hashes=self._text_hashes,
+            unordered=unordered,
         )
 
     def _vectors_name(self) -> str:

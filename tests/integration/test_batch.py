@@ -161,11 +161,11 @@ async def test_concurrent_calls_in_one_tick_are_one_abatch(make_store: MakeStore
     batches: list[list[str]] = []
     real_abatch = store._abatch_outcome  # what the coalescing loop calls
 
-    async def spy(ops: Any) -> Any:
+    async def spy(ops: Any, unordered: bool = False) -> Any:
         ops = list(ops)
         kinds = (GetOp, PutOp, SearchOp, ListNamespacesOp)  # (a checked put is a PutOp subclass)
         batches.append([next(k.__name__ for k in kinds if isinstance(op, k)) for op in ops])
-        return await real_abatch(ops)
+        return await real_abatch(ops, unordered)
 
     store._abatch_outcome = spy  # type: ignore[method-assign]
     counting.calls.clear()

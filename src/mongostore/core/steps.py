@@ -14,6 +14,8 @@ from mongostore.core.queries import IndexSpec, Role, WriteRequest
 
 __all__ = [
     "Aggregate",
+    "Attempt",
+    "Attempted",
     "Capabilities",
     "Count",
     "CreateIndexes",
@@ -84,6 +86,7 @@ class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
     deleted: int = 0
     round_trips: int = 0
+    matched: int = 0  # documents the updates matched (0 when the bulk reported per-request errors)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,23 @@ class Parallel:
     """Independent steps; the async driver runs them concurrently -> list of answers."""
 
     steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Run ``step``; its exception comes back as a value -> ``Attempted``.
+
+    For steps sent together in one ``Parallel`` whose outcomes must each be known:
+    a read that fails must not hide whether the write beside it landed.
+    """
+
+    step: Step
+
+
+@dataclass(frozen=True)
+class Attempted:
+    value: Any = None
+    error: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +236,8 @@ class Version:
 
 
 Step = (
-    Find
+    Attempt
+    | Find
     | Aggregate
     | Count
     | Write

@@ -22,6 +22,8 @@ from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
     Aggregate,
+    Attempt,
+    Attempted,
     Capabilities,
     Count,
     CreateIndexes,
@@ -146,19 +148,21 @@ class AsyncIO:
                 res = await self.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
             except ClientBulkWriteException as exc:
                 return WriteOutcome(shared.client_bulk_errors(exc), round_trips=1)
-            return WriteOutcome([], shared.client_deleted(res, step.requests), 1)
+            return WriteOutcome([], shared.client_deleted(res, step.requests), 1, shared.matched(res))
         groups = shared.by_collection(step.requests)
 
-        async def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
+        async def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int, int]:
             role, indexes = group
             try:
                 res = await self.coll(role).bulk_write([shared.model(step.requests[i]) for i in indexes], ordered=False)
             except BulkWriteError as exc:
-                return shared.bulk_errors(exc, indexes), 0
-            return [], shared.deleted(res) if role == "items" else 0
+                return shared.bulk_errors(exc, indexes), 0, 0
+            return [], shared.deleted(res) if role == "items" else 0, shared.matched(res)
 
         done = await asyncio.gather(*(bulk(g) for g in groups))
-        return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
+        return WriteOutcome(
+            [e for errs, _, _ in done for e in errs], sum(d for _, d, _ in done), len(groups), sum(m for *_, m in done)
+        )
 
     async def execute(self, step: Step) -> Any:
         return await shared.handler_for(HANDLERS, step)(self, step)
@@ -169,6 +173,13 @@ class AsyncIO:
 
 async def _parallel(io: AsyncIO, step: Parallel) -> list[Any]:
     return list(await asyncio.gather(*(io.execute(s) for s in step.steps)))
+
+
+async def _attempt(io: AsyncIO, step: Attempt) -> Attempted:
+    try:
+        return Attempted(await io.execute(step.step))
+    except Exception as exc:
+        return Attempted(error=exc)
 
 
 async def _embed(io: AsyncIO, step: Embed) -> list[list[float]]:
@@ -210,6 +221,7 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
+    Attempt: _attempt,
     Write: lambda io, s: io.write(s),
     Embed: _embed,
     Count: lambda io, s: io.coll(s.role).count_documents(s.filter),

@@ -132,6 +132,11 @@ def deleted(result: Any) -> int:
     return int(getattr(result, "deleted_count", 0) or 0)
 
 
+def matched(result: Any) -> int:
+    """Documents the bulk's updates matched (an upsert that inserted matched none)."""
+    return int(getattr(result, "matched_count", 0) or 0)
+
+
 def wants_item_deletions(requests: tuple[WriteRequest, ...]) -> bool:
     return any(r.role == "items" and r.kind.startswith("delete") for r in requests)
 

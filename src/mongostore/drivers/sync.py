@@ -23,6 +23,8 @@ from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
     Aggregate,
+    Attempt,
+    Attempted,
     Capabilities,
     Count,
     CreateIndexes,
@@ -129,22 +131,24 @@ class SyncIO:
                 res = self.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
             except ClientBulkWriteException as exc:
                 return WriteOutcome(shared.client_bulk_errors(exc), round_trips=1)
-            return WriteOutcome([], shared.client_deleted(res, step.requests), 1)
+            return WriteOutcome([], shared.client_deleted(res, step.requests), 1, shared.matched(res))
         groups = shared.by_collection(step.requests)
 
-        def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int]:
+        def bulk(group: tuple[Role, list[int]]) -> tuple[list[tuple[int, str]], int, int]:
             role, indexes = group
             try:
                 res = self.coll(role).bulk_write([shared.model(step.requests[i]) for i in indexes], ordered=False)
             except BulkWriteError as exc:
-                return shared.bulk_errors(exc, indexes), 0
-            return [], shared.deleted(res) if role == "items" else 0
+                return shared.bulk_errors(exc, indexes), 0, 0
+            return [], shared.deleted(res) if role == "items" else 0, shared.matched(res)
 
         if len(groups) > 1 and not is_fake(self.items):
             done = list(self._pool().map(bulk, groups))
         else:
             done = [bulk(g) for g in groups]
-        return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
+        return WriteOutcome(
+            [e for errs, _, _ in done for e in errs], sum(d for _, d, _ in done), len(groups), sum(m for *_, m in done)
+        )
 
     def execute(self, step: Step) -> Any:
         return shared.handler_for(HANDLERS, step)(self, step)
@@ -158,6 +162,13 @@ def _parallel(io: SyncIO, step: Parallel) -> list[Any]:
         return [io.execute(s) for s in step.steps]
     # pymongo is thread-safe: independent reads overlap their round trips.
     return list(io._pool().map(io.execute, step.steps))
+
+
+def _attempt(io: SyncIO, step: Attempt) -> Attempted:
+    try:
+        return Attempted(io.execute(step.step))
+    except Exception as exc:
+        return Attempted(error=exc)
 
 
 def _embed(io: SyncIO, step: Embed) -> list[list[float]]:
@@ -189,6 +200,7 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     Find: lambda io, s: list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
+    Attempt: _attempt,
     Write: lambda io, s: io.write(s),
     Embed: _embed,
     Count: lambda io, s: io.coll(s.role).count_documents(s.filter),

@@ -19,7 +19,7 @@ from mongostore.core.plan.batch import (
     batch_outcome_plan,
     batch_plan,
     embed_phase,
-    embed_texts,
+    one_trip_plan,
     query_phase,
     rank_phase,
     read_phase,
@@ -27,7 +27,7 @@ from mongostore.core.plan.batch import (
 )
 from mongostore.core.plan.batch_reads import answer_phase, batch_reads
 from mongostore.core.plan.batch_writes import put_requests, refresh_requests, write_phase
-from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext, write_clock
+from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext, embed_texts, write_clock
 from mongostore.core.plan.probe import (
     CLIENT_BULK_WRITE_WIRE_VERSION,
     FAKE_SERVER,
@@ -76,6 +76,7 @@ __all__ = [
     "is_no_search_error",
     "missing_vectors_pipeline",
     "normalize_op",
+    "one_trip_plan",
     "probe_plan",
     "put_requests",
     "query_phase",

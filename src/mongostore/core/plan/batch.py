@@ -27,14 +27,15 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval_plan as modes
 from mongostore.core.codec import doc_to_search_item, extract_texts, item_id, text_hash
+from mongostore.core.plan import one_trip
 from mongostore.core.plan.batch_reads import answer_phase, batch_reads
-from mongostore.core.plan.batch_writes import write_phase
-from mongostore.core.plan.context import Plan, PlanContext
+from mongostore.core.plan.batch_writes import learn_hashes, put_requests, record, refresh_requests, write_phase
+from mongostore.core.plan.context import Plan, PlanContext, embed_texts
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
 from mongostore.core.plan.search import atlas_search_plan, candidates_key, local_search_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
-from mongostore.core.steps import DisableVectorSearch, Embed, Parallel, Probe, Version
+from mongostore.core.steps import Attempt, Attempted, DisableVectorSearch, Parallel, Probe, Version, Write, WriteOutcome
 from mongostore.errors import VectorIndexError
 
 logger = logging.getLogger("mongostore")
@@ -50,6 +51,9 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
+    if one_trip.eligible(state):
+        one: BatchOutcome = yield from one_trip_plan(state)
+        return one
     yield from query_phase(state)
     answers = yield from read_phase(state)
     yield from answer_phase(state, answers)
@@ -57,6 +61,81 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     yield from rank_phase(state)
     outcome: BatchOutcome = yield from write_phase(state)
     return outcome
+
+
+def one_trip_plan(state: BatchState) -> Plan:
+    """The batch in one round trip: its reads and writes sent at once (``one_trip.eligible``).
+
+    The queries and the puts' changed texts are embedded first, in one call. Each of
+    the reads, the write and the conditional retags (``one_trip``) is an ``Attempt``, so
+    a failed read cannot hide whether the write beside it landed: the reads' callers get
+    the read's error, the puts' callers their write's. ``$vectorSearch`` refusing falls
+    back to local ranking and reads again, as in ``read_phase``.
+    """
+    yield from query_phase(state, with_puts=True)
+    yield from _recall_candidates(state)
+    reads = batch_reads(state)
+    write_now = state.ctx.clock()
+    requests: list[q.WriteRequest] = []
+    checks: list[q.WriteRequest] = []
+    cached = put_requests(state, write_now, requests, checks)
+    steps = [Attempt(Write(tuple(requests)))]
+    if checks:
+        steps.append(Attempt(Write(tuple(checks))))
+    if reads:
+        steps.append(Attempt(Parallel(tuple(reads))))
+    done: list[Attempted] = list((yield Parallel(tuple(steps))))
+    outcome = BatchOutcome(state.results)
+    if done[0].error is not None:
+        outcome.write_error = done[0].error
+        learn_hashes(state, outcome)
+    else:
+        record(state, outcome, requests, done[0].value, cached)
+    if checks and (done[1].error is not None or done[1].value.matched < len(checks)):
+        try:
+            yield from one_trip.repair_plan(state, outcome, one_trip.checked_puts(state, checks), write_now)
+        except Exception as exc:  # (the embedder): those puts' values landed, their vectors did not
+            one_trip.vectors_failed(state, outcome, {r.item for r in checks}, str(exc))
+    if reads:
+        try:
+            answers = yield from _one_trip_answers(state, done[-1])
+            yield from answer_phase(state, answers)
+            yield from rank_phase(state)
+        except Exception as exc:
+            outcome.read_error = exc
+            return outcome
+        yield from _refresh_after(state, outcome)
+    return outcome
+
+
+def _refresh_after(state: BatchState, outcome: BatchOutcome) -> Plan:
+    """The TTL refreshes the reads asked for, known only from their answers: one more write,
+    only when a read returned an item with a TTL (a failed refresh concerns those reads only)."""
+    refreshes = refresh_requests(state, state.ctx.clock())
+    if not refreshes:
+        return None
+    outcome.refreshing = {p for iid in state.refresh for p in state.refreshers[iid]}
+    try:
+        written: WriteOutcome = yield Write(tuple(refreshes))
+    except Exception as exc:
+        outcome.refresh_error = exc
+        return None
+    for _, msg in written.errors:
+        logger.warning("a TTL refresh write failed: %s", msg)
+    return None
+
+
+def _one_trip_answers(state: BatchState, attempted: Attempted) -> Plan:
+    """The answers of the reads sent with the writes (last read first), or read again locally."""
+    if attempted.error is None:
+        answers = list(attempted.value)
+        answers.reverse()
+        return answers
+    if not state.use_atlas:
+        raise attempted.error
+    yield from _fall_back_to_local(state, attempted.error)
+    again: list[Any] = yield from read_phase(state)
+    return again
 
 
 def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
@@ -83,24 +162,32 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
     return state
 
 
-def query_phase(state: BatchState) -> Plan:
+def query_phase(state: BatchState, with_puts: bool = False) -> Plan:
     """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``).
 
     Queries are embedded first, in one call: their searches can then join the batch's other reads.
+    ``with_puts``: the puts' new texts go in the same call (their stored hashes are known
+    already: ``plan.one_trip``), so the writes can join the reads too.
     """
     semantic = state.semantic
-    if not semantic:
-        return None
     index = state.index
+    queries: tuple[str, ...] = ()
+    if semantic:
+        assert index is not None
+        caps = yield Probe(index.index_name)
+        state.caps, state.use_atlas, state.fake = caps, caps.vector_search, caps.fake
+        if modes.uses_modes(index):
+            modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
+        if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
+            queries = tuple(str(s.op.query) for s in semantic)
+    new_texts = put_texts_to_embed(state) if with_puts else ()
+    if not queries and not new_texts:
+        return None
     assert index is not None
-    caps = yield Probe(index.index_name)
-    state.caps, state.use_atlas, state.fake = caps, caps.vector_search, caps.fake
-    if modes.uses_modes(index):
-        modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
-    if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
-        vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in semantic)), index)
-        for s in semantic:
-            s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    vectors = yield from embed_texts(tuple(dict.fromkeys((*queries, *new_texts))), index)
+    for s in semantic if queries else ():
+        s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    state.packed = {text: q.float32_vector(vectors[text]) for text in new_texts}
     return None
 
 
@@ -175,9 +262,19 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
 
 def embed_phase(state: BatchState) -> Plan:
     """The puts' texts (sizes checked), and one ``Embed`` call for those not stored under the same hash."""
+    to_embed = put_texts_to_embed(state)
+    if to_embed:
+        assert state.index is not None
+        embedded = yield from embed_texts(to_embed, state.index)
+        state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
+    return None
+
+
+def put_texts_to_embed(state: BatchState) -> tuple[str, ...]:
+    """Fill ``state.put_texts`` (sizes checked); return the texts not stored under the same hash."""
     index = state.index
     if index is None:
-        return None
+        return ()
     to_embed: dict[str, None] = {}
     for p in state.put_list:
         if p.value is None:
@@ -190,11 +287,8 @@ def embed_phase(state: BatchState) -> Plan:
             if old.get(fname) != h:
                 to_embed.setdefault(text)
     if index.auto_embed is not None:
-        return None  # Atlas embeds the stored texts at index time
-    if to_embed:
-        embedded = yield from embed_texts(tuple(to_embed), index)
-        state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
-    return None
+        return ()  # Atlas embeds the stored texts at index time
+    return tuple(to_embed)
 
 
 def rank_phase(state: BatchState) -> Plan:
@@ -218,21 +312,6 @@ def rank_phase(state: BatchState) -> Plan:
             [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
         )
     return None
-
-
-def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
-    """One embedding call; checks the embedder's answer before anything is written.
-
-    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
-    puts pack it straight to float32, queries take plain floats).
-    """
-    embedded = yield Embed(texts)
-    if len(embedded) != len(texts):
-        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
-    for vec in embedded:
-        if len(vec) != index.dims:
-            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-    return dict(zip(texts, embedded, strict=True))
 
 
 def _texts_for(put: PendingPut, index: IndexSettings) -> dict[str, str]:

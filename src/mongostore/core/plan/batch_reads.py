@@ -52,7 +52,7 @@ def batch_reads(state: BatchState) -> list[Step]:
             continue
         pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
         reads.append(Aggregate("items", pipeline))
-    if ctx.index is not None and state.puts:
+    if ctx.index is not None and state.puts and not state.hashes_known:
         reads.append(
             Find(
                 "vectors",
@@ -72,7 +72,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> Plan:
     _answer_gets(state, answers)
     _answer_searches(state, answers)
     yield from _answer_listings(state, answers)
-    if state.index is not None and state.puts:
+    if state.index is not None and state.puts and not state.hashes_known:
         for doc in answers.pop():
             state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
     return None

@@ -9,7 +9,8 @@ from typing import Any
 
 from mongostore.config import IndexSettings, TTLSettings
 from mongostore.core import vectors as _vectors
-from mongostore.core.steps import Step
+from mongostore.core.hashes import TextHashes
+from mongostore.core.steps import Embed, Step
 
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
 LARGE_BATCH = 100_000
@@ -41,6 +42,11 @@ class PlanContext:
     vectors_name: str = ""
     # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
     vector_cache: _vectors.VectorCache | None = None
+    # The stored vector hashes of the items this store last wrote (``core.hashes``); None: none kept.
+    text_hashes: TextHashes | None = None
+    # The ops came from calls with no order among them (the async store's coalesced calls):
+    # their reads need not see the state before their writes, so both may go at once.
+    unordered: bool = False
 
     @property
     def expiry_cutoff(self) -> datetime | None:
@@ -50,3 +56,18 @@ class PlanContext:
     @property
     def vectors_collection(self) -> str:
         return self.vectors_name or f"{self.items_name}_vectors"
+
+
+def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+    """One embedding call; checks the embedder's answer before anything is written.
+
+    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
+    puts pack it straight to float32, queries take plain floats).
+    """
+    embedded = yield Embed(texts)
+    if len(embedded) != len(texts):
+        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
+    for vec in embedded:
+        if len(vec) != index.dims:
+            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
+    return dict(zip(texts, embedded, strict=True))

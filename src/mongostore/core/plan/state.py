@@ -59,14 +59,21 @@ class BatchOutcome:
     stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
     write_error: Exception | None = None
     refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
+    read_error: Exception | None = None  # the reads failed after the writes were sent with them (one trip)
+    refresh_error: Exception | None = None  # the TTL refreshes, written after the one trip, failed
 
     def error_for(self, pos: int, op: Op) -> Exception | None:
         """The exception the caller of op ``pos`` must see, or None when its op succeeded.
 
         A write that failed as a whole concerns the puts and deletes, and the reads whose
         TTL refresh was part of it; a per-item rejection concerns that item's put only
-        (a failed refresh of one item is logged, as in the sync store).
+        (a failed refresh of one item is logged, as in the sync store). Reads that failed
+        beside writes that landed (``plan.one_trip``) concern the reads only.
         """
+        if self.read_error is not None and not isinstance(op, PutOp):
+            return self.read_error
+        if self.refresh_error is not None and pos in self.refreshing:
+            return self.refresh_error
         if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
             return self.write_error
         if not isinstance(op, PutOp):
@@ -77,6 +84,9 @@ class BatchOutcome:
         return None
 
     def raise_any(self) -> None:
+        for error in (self.read_error, self.refresh_error):
+            if error is not None:
+                raise error
         if self.write_error is not None:
             raise self.write_error
         if self.failures:
@@ -109,6 +119,7 @@ class BatchState:
     packed: dict[str, Any] = field(default_factory=dict)  # text -> its float32 BinData vector
     refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl
     refreshers: dict[str, list[int]] = field(default_factory=dict)  # item id -> positions of reads refreshing it
+    hashes_known: bool = False  # ``stored`` came from the store's TextHashes: no stored-hash read
 
     @property
     def index(self) -> IndexSettings | None:

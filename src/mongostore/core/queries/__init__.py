@@ -59,6 +59,7 @@ from mongostore.core.queries.vector_search import (
 from mongostore.core.queries.writes import (
     Role,
     WriteRequest,
+    check_vector_request,
     delete_item_requests,
     float32_vector,
     ns_key_migration,
@@ -89,6 +90,7 @@ __all__ = [
     "Role",
     "WriteRequest",
     "atlas_score_to_similarity",
+    "check_vector_request",
     "delete_item_requests",
     "filter_field_names",
     "filter_field_values",

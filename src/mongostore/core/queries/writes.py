@@ -205,7 +205,38 @@ def retag_vectors_request(
     ttl_minutes: float | None,
 ) -> WriteRequest:
     """Keep unchanged vectors of a re-put item in step with it (expiry, filter fields)."""
+    update = _retag_update(value_fields, now, ttl_minutes)
+    return WriteRequest("vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key))
 
+
+def check_vector_request(
+    namespace: tuple[str, ...],
+    key: str,
+    field_name: str,
+    hash_: str,
+    value_fields: Mapping[str, Any],
+    now: datetime,
+    ttl_minutes: float | None,
+    iid: str = "",
+) -> WriteRequest:
+    """Retag one vector believed unchanged, on the condition that it still holds ``hash_``.
+
+    Sent without reading the stored hash first (``core.hashes``): the write's matched
+    count tells whether the belief held (1) or the vector is gone or holds another
+    text (0), which the batch then repairs.
+    """
+    iid = iid or item_id(namespace, key)
+    update = _retag_update(value_fields, now, ttl_minutes)
+    return WriteRequest(
+        "vectors",
+        "update_one",
+        {"_id": vector_id(iid, field_name), "text_hash": hash_},
+        update,
+        item=(namespace, key),
+    )
+
+
+def _retag_update(value_fields: Mapping[str, Any], now: datetime, ttl_minutes: float | None) -> dict[str, Any]:
     set_: dict[str, Any] = {"updated_at": now}
     unset: dict[str, Any] = {}
     if value_fields:
@@ -219,9 +250,7 @@ def retag_vectors_request(
     update: dict[str, Any] = {"$set": set_}
     if unset:
         update["$unset"] = unset
-    return WriteRequest(
-        "vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key)
-    )
+    return update
 
 
 def prune_vectors_request(namespace: tuple[str, ...], key: str, keep_fields: Sequence[str]) -> WriteRequest:
