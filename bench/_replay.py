@@ -79,12 +79,18 @@ class Replayer:
         else:
             self.build_sync()
 
-    def run_sync(self) -> Any:
+    def _reset(self) -> None:
+        """Rewind the tape, and give ours the stored hashes it knew when the recording began."""
         self.player.rewind()
+        if self.rec.hashes_before is not None:
+            self.store._text_hashes.restore(self.rec.hashes_before)
+
+    def run_sync(self) -> Any:
+        self._reset()
         assert self.rec.workload.sync is not None
         return self.rec.workload.sync(self.store)
 
     async def run_async(self) -> Any:
-        self.player.rewind()
+        self._reset()
         assert self.rec.workload.aio is not None
         return await self.rec.workload.aio(self.store)

@@ -86,7 +86,9 @@ AsyncFn = Callable[[Any], Awaitable[Any]]
 def _agent_ops(j: int, tag: str) -> tuple[SearchOp, list[PutOp], list[GetOp]]:
     ns = agent_ns(j)
     search = SearchOp(ns, query=f"does agent {j} like {TOPICS[j % 10]} or {TOPICS[(j + 3) % 10]}", limit=5)
-    puts = [PutOp(ns, f"{tag}-{i}", memory(5000 + i, f"{tag}-a{j}-")) for i in range(3)]
+    # "step:update" puts the keys "step" wrote, with new texts (an agent revising its memories).
+    key_tag, _, text_tag = tag.partition(":")
+    puts = [PutOp(ns, f"{key_tag}-{i}", memory(5000 + i, f"{text_tag or key_tag}-a{j}-")) for i in range(3)]
     gets = [GetOp(ns, f"k{i}") for i in (j % AGENT_ITEMS, (j + 7) % AGENT_ITEMS)]
     return search, puts, gets
 
@@ -149,8 +151,8 @@ PUT100 = [PutOp(PUTS_NS, f"p{i}", memory(i, "put-")) for i in range(100)]
 SEMANTIC_QUERY = "who likes jazz and coffee"
 
 
-def _put1() -> tuple[SyncFn, AsyncFn]:
-    ns, key, value = PUT1.namespace, PUT1.key, PUT1.value
+def _put1(value: dict[str, Any] | None = None) -> tuple[SyncFn, AsyncFn]:
+    ns, key, value = PUT1.namespace, PUT1.key, value or PUT1.value
     return (lambda s: s.put(ns, key, value)), (lambda s: s.aput(ns, key, value))
 
 
@@ -188,6 +190,8 @@ def workloads() -> list[Workload]:
         ),
         _wl("put1", "put, no index", False, 1, _put1(), writes=True),
         _wl("put1_idx", "put, indexed", True, 1, _put1(), writes=True),
+        # Recorded right after put1_idx, on the same store: a new text under the key it wrote.
+        _wl("reput1_idx", "put, indexed, new text of a key it wrote", True, 1, _put1(memory(2, "single-")), writes=True),
         _wl("put100", "100 puts, one batch, no index", False, 100, _batch(PUT100), writes=True),
         _wl("put100_idx", "100 puts, one batch, indexed", True, 100, _batch(PUT100), writes=True),
         _wl("reput100_idx", "100 re-puts, unchanged, indexed", True, 100, _batch(PUT100), writes=True),
@@ -197,6 +201,15 @@ def workloads() -> list[Workload]:
             True,
             6,
             (agent_step_sync, agent_step_async),
+            writes=True,
+        ),
+        # Recorded right after agent_step, on the same store: its 3 puts revise the memories that step wrote.
+        _wl(
+            "agent_step_update",
+            "agent step revising 3 memories it wrote",
+            True,
+            6,
+            (lambda s: agent_step_sync(s, 0, "step:update"), lambda s: agent_step_async(s, 0, "step:update")),
             writes=True,
         ),
         _wl("agent_step_batch", "agent step as one batch", True, 6, _batch(agent_step_batch_ops()), writes=True),
@@ -271,11 +284,17 @@ class Subject:
     store: Any
     wiring: Wiring
     embed: MemoEmbeddings
+    hashes_before: dict[str, dict[str, str]] | None = None
 
     def start(self) -> None:
         self.wiring.log.reset()
         self.wiring.tape = Tape()
         self.embed.reset_counters()
+        # What ours' store knows of its stored hashes before the workload: a replay starts each
+        # run from it, so every run makes the recorded requests (a put of a key the store
+        # wrote needs no read first; after one run, the workload's keys would all be known).
+        hashes = getattr(self.store, "_text_hashes", None)
+        self.hashes_before = hashes.snapshot() if hashes is not None else None
 
 
 def sync_subject(side: str, puts: list[PutOp], indexed: bool) -> Subject:
@@ -331,6 +350,7 @@ class Recording:
     embed_texts: int
     result: Any = None
     wall_ms: float | None = None  # median wall time of direct runs (real-server mode), if asked
+    hashes_before: dict[str, dict[str, str]] | None = None  # ours: its TextHashes when the recording began
 
 
 def _finish(sub: Subject, w: Workload, result: Any) -> Recording:
@@ -341,7 +361,9 @@ def _finish(sub: Subject, w: Workload, result: Any) -> Recording:
     log.docs_in, log.bytes_in, log.bytes_out = sub.wiring.log.docs_in, sub.wiring.log.bytes_in, sub.wiring.log.bytes_out
     log.backend_seconds = sub.wiring.log.backend_seconds
     e = sub.embed
-    return Recording(sub.side, sub.mode, w, sub.wiring.tape, log, e.calls, e.empty_calls, e.texts_embedded, result)
+    rec = Recording(sub.side, sub.mode, w, sub.wiring.tape, log, e.calls, e.empty_calls, e.texts_embedded, result)
+    rec.hashes_before = sub.hashes_before
+    return rec
 
 
 def record_sync(sub: Subject, w: Workload, repeats: int = 0) -> Recording:

@@ -29,8 +29,19 @@ from _common import Row, apaired_medians, machine, paired_medians, real_server, 
 from _replay import Replayer
 from _workloads import Recording, default_layout, find, record_all, workloads
 
-SYNC = ["get100", "put100", "put100_idx", "search_page", "list_ns", "semantic", "agent_step", "agent_step_batch"]
-ASYNC = ["get100", "put100_idx", "search_page", "semantic", "agent_step", "agents20", "agents50"]
+SYNC = [
+    "get100",
+    "put100",
+    "put100_idx",
+    "reput100_idx",
+    "search_page",
+    "list_ns",
+    "semantic",
+    "agent_step",
+    "agent_step_update",
+    "agent_step_batch",
+]
+ASYNC = ["get100", "put100_idx", "search_page", "semantic", "agent_step", "agent_step_update", "agents20", "agents50"]
 DELAYS = (0.001, 0.005)
 
 

@@ -24,8 +24,19 @@ from _common import Row, apaired_medians, machine, paired_medians, save, table
 from _replay import Replayer
 from _workloads import Recording, default_layout, find, record_all, workloads
 
-SYNC = ["get1", "get100", "put1", "put1_idx", "put100", "put100_idx", "search_page", "semantic", "list_ns"]
-ASYNC = ["get1", "put1_idx", "semantic", "get100"]
+SYNC = [
+    "get1",
+    "get100",
+    "put1",
+    "put1_idx",
+    "reput1_idx",
+    "put100",
+    "put100_idx",
+    "search_page",
+    "semantic",
+    "list_ns",
+]
+ASYNC = ["get1", "put1_idx", "reput1_idx", "semantic", "get100"]
 
 
 def _inner(rec: Recording) -> int:

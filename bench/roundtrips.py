@@ -28,6 +28,8 @@ SHOWN: list[tuple[str, str, str | None]] = [
     ("semantic", "sync", None),
     ("agent_step", "sync", "agent step, 6 sync calls"),
     ("agent_step", "async", "agent step, 6 async calls (gather)"),
+    ("agent_step_update", "sync", "agent step revising 3 memories it wrote, 6 sync calls"),
+    ("agent_step_update", "async", "agent step revising 3 memories it wrote, 6 async calls (gather)"),
     ("agent_step_batch", "sync", "agent step as one batch()"),
     ("agents20", "async", None),
     ("agents50", "async", None),
