@@ -191,7 +191,7 @@ def workloads() -> list[Workload]:
         _wl("put1", "put, no index", False, 1, _put1(), writes=True),
         _wl("put1_idx", "put, indexed", True, 1, _put1(), writes=True),
         # Recorded right after put1_idx, on the same store: a new text under the key it wrote.
-        _wl("reput1_idx", "put, indexed, new text of a key it wrote", True, 1, _put1(memory(2, "single-")), writes=True),
+        _wl("reput1_idx", "put, indexed, new text of a key it wrote", True, 1, _put1(memory(2, "s-")), writes=True),
         _wl("put100", "100 puts, one batch, no index", False, 100, _batch(PUT100), writes=True),
         _wl("put100_idx", "100 puts, one batch, indexed", True, 100, _batch(PUT100), writes=True),
         _wl("reput100_idx", "100 re-puts, unchanged, indexed", True, 100, _batch(PUT100), writes=True),
