@@ -45,6 +45,10 @@ def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1, inner: int
     return statistics.median(samples)
 
 
+# Seconds per call of each function in the last paired_medians/apaired_medians run, by name.
+LAST_SAMPLES: dict[str, list[float]] = {}
+
+
 def paired_medians(
     fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1, inner: int = 1
 ) -> dict[str, float]:
@@ -60,6 +64,8 @@ def paired_medians(
                 for _ in range(inner):
                     fn()
                 samples[name].append((time.perf_counter() - t0) / inner)
+    LAST_SAMPLES.clear()
+    LAST_SAMPLES.update(samples)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -82,6 +88,8 @@ async def apaired_medians(
                 for _ in range(inner):
                     await fn()
                 samples[name].append((time.perf_counter() - t0) / inner)
+    LAST_SAMPLES.clear()
+    LAST_SAMPLES.update(samples)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 

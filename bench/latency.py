@@ -25,8 +25,9 @@ import os
 import time
 from collections.abc import Sequence
 
-from _common import Row, apaired_medians, machine, paired_medians, real_server, save, table
+from _common import Row, apaired_medians, machine, paired_medians, ratio_spread, real_server, save, table
 from _replay import Replayer
+from _timing import LAST_SAMPLES
 from _workloads import Recording, default_layout, find, record_all, workloads
 
 SYNC = [
@@ -43,6 +44,11 @@ SYNC = [
 ]
 ASYNC = ["get100", "put100_idx", "search_page", "semantic", "agent_step", "agent_step_update", "agents20", "agents50"]
 DELAYS = (0.001, 0.005)
+
+
+def _per_round() -> str:
+    """theirs/ours per round of the last paired run, with its [min-max]."""
+    return f"per round {ratio_spread(LAST_SAMPLES['t'], LAST_SAMPLES['o'])}"
 
 
 def _pair(recs: Sequence[Recording], mode: str, name: str) -> tuple[Recording, Recording] | None:
@@ -70,7 +76,7 @@ def sync_rows(recs: Sequence[Recording], delays: Sequence[float], repeats: int) 
                         f"{rp.rec.side} replayed {rp.log.round_trips} trips, recorded {rp.rec.log.round_trips}"
                     )
             med = paired_medians({"o": o.run_sync, "t": t.run_sync}, repeats, warmup=0)
-            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}"
+            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}; {_per_round()}"
             out.append(
                 Row(
                     f"latency sync, {d * 1000:.0f} ms/trip",
@@ -103,7 +109,7 @@ async def _async_rows(recs: Sequence[Recording], delays: Sequence[float], repeat
                         f"{rp.rec.side} replayed {rp.log.round_trips} trips, recorded {rp.rec.log.round_trips}"
                     )
             med = await apaired_medians({"o": o.run_async, "t": t.run_async}, repeats, warmup=0)
-            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}"
+            note = f"trips {pair[0].log.round_trips} vs {pair[1].log.round_trips}; {_per_round()}"
             out.append(
                 Row(
                     f"latency async, {d * 1000:.0f} ms/trip",
