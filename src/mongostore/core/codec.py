@@ -262,7 +262,8 @@ def check_value_sized(namespace: tuple[str, ...], key: str, value: Any) -> tuple
         raise InvalidValueError(
             namespace,
             key,
-            f"the item (value, key and namespace) is {size:,} bytes as BSON; MongoDB's limit is 16 MiB per document",
+            f"the item (value, key and namespace) is {size:,} bytes as BSON; "
+            "MongoDB's limit is 16 MiB per document",
         )
     return doc, size
 
@@ -273,7 +274,9 @@ def _plain_field(path: str) -> bool:
     return path != "*" and not any(c in path for c in ".[]{}")
 
 
-def extract_texts(value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]) -> dict[str, str]:
+def extract_texts(
+    value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]
+) -> dict[str, str]:
     """Indexed texts by vector field name, named as LangGraph names them.
 
     A path that yields one text is named by the path, several texts by ``path.i``.

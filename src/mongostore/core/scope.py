@@ -155,7 +155,8 @@ def _check_prefix(namespace_prefix: tuple[str, ...]) -> tuple[str, ...]:
     for label in namespace_prefix:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespaceError(
-                f"invalid namespace prefix {namespace_prefix!r}: labels are non-empty strings without '.' or NUL"
+                f"invalid namespace prefix {namespace_prefix!r}: labels are non-empty strings "
+                "without '.' or NUL"
             )
     return tuple(namespace_prefix)
 

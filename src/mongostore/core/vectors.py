@@ -307,7 +307,6 @@ class VectorCache(KeptCandidates):
         with self._lock:
             for r in list(self._rows.get(item, ())):
                 self._release(r)
-
     # ------------------------------------------------------------------ searching
 
     def candidates(self, items: list[dict[str, Any]]) -> Candidates:
@@ -366,7 +365,9 @@ class VectorCache(KeptCandidates):
             cands.gens = self._gen[cands.rows]
             return cands
 
-    def rank(self, query: Sequence[float], cands: Candidates, similarity: str, k: int) -> list[tuple[str, float, int]]:
+    def rank(
+        self, query: Sequence[float], cands: Candidates, similarity: str, k: int
+    ) -> list[tuple[str, float, int]]:
         """The ``k`` best items as (item id, score, row of its best vector), best first, ties by item id.
 
         Exactly what ``best_per_item(similarities(...))`` over every row gives: the

@@ -44,7 +44,11 @@ def is_index_unavailable(exc: BaseException) -> bool:
     index ... while in state INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no
     code, so mongod reports 8 (UnknownError).
     """
-    return isinstance(exc, OperationFailure) and exc.code in (8, None) and "cannot query vector index" in str(exc)
+    return (
+        isinstance(exc, OperationFailure)
+        and exc.code in (8, None)
+        and "cannot query vector index" in str(exc)
+    )
 
 
 # MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
@@ -70,11 +74,8 @@ def search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
             # MongoDB always codes its errors (mongod gives even mongot's uncoded ones code 8); an
             # uncoded refusal comes from a server that only speaks the protocol and knows no search.
             message = str((exc.details or {}).get("errmsg") or exc)
-            logger.warning(
-                "the server refused a search command without an error code (%s): treating it as "
-                "a server without Atlas Search; semantic searches rank locally",
-                message,
-            )
+            logger.warning("the server refused a search command without an error code (%s): treating it as "
+                           "a server without Atlas Search; semantic searches rank locally", message)
             return False, f"server has no Atlas Search (uncoded answer: {message})"
     if fake and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         # mongomock and its async wrappers know no search stages or commands.
@@ -117,13 +118,9 @@ def _index_state(found: list[dict[str, Any]], index_name: str, now: datetime) ->
     mine = [d for d in found if d.get("name") == index_name]
     if not mine:
         names = sorted(str(d.get("name")) for d in found)
-        return (
-            "MISSING",
-            False,
-            (
-                f"there is no vector search index {index_name!r} on the vectors collection "
-                f"(found: {', '.join(names) or 'none'}); run setup() to create it"
-            ),
+        return "MISSING", False, (
+            f"there is no vector search index {index_name!r} on the vectors collection "
+            f"(found: {', '.join(names) or 'none'}); run setup() to create it"
         )
     doc = mine[0]
     status = str(doc.get("status", "?"))
@@ -178,21 +175,10 @@ def search_probe_plan(
     if mode == "atlas":
         if not queryable:
             raise VectorIndexError(f"{why}; vector_search='atlas' does not fall back to local ranking")
-        return replace(
-            server,
-            vector_search=True,
-            search_commands=True,
-            index_status=status,
-            detail="vector_search='atlas' set in index config",
-        )
-    caps = replace(
-        server,
-        vector_search=queryable,
-        search_commands=True,
-        index_status=status,
-        recheck=not queryable,
-        detail=why if queryable else why + ": ranking locally until it can",
-    )
+        return replace(server, vector_search=True, search_commands=True, index_status=status,
+                       detail="vector_search='atlas' set in index config")
+    caps = replace(server, vector_search=queryable, search_commands=True, index_status=status,
+                   recheck=not queryable, detail=why if queryable else why + ": ranking locally until it can")
     if not queryable and (previous is None or previous.index_status != status):
         logger.warning("%s", caps.detail)
     return caps

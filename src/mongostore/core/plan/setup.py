@@ -101,10 +101,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     if text_index is not None:  # hybrid's $search index: the same READY rule as the vector index
         text_name, text_wanted = text_index
         yield from wait_until_ready(
-            text_name,
-            "search index",
-            lambda latest: latest == text_wanted,
-            index.setup_timeout,
+            text_name, "search index", lambda latest: latest == text_wanted, index.setup_timeout,
             _recreate_advice(text_name),
         )
     if not (yield from _create_or_update(index, existing, wanted, server)):
@@ -228,9 +225,7 @@ def _migrate_ns_keys() -> Plan:
     except (NotImplementedError, TypeError, OperationFailure) as exc:  # mongomock: no $reduce
         logger.debug("ns_key migration on the server failed (%s); computing the keys here", exc)
     docs = yield Find(
-        "items",
-        {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}},
-        {"_id": 1, "namespace": 1},
+        "items", {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}}, {"_id": 1, "namespace": 1},
         batch_size=LARGE_BATCH,
     )
     if docs:

@@ -69,10 +69,8 @@ def _check_key(namespace: tuple[str, ...], key: Any) -> None:
     # straight to batch() with another type would alias its str() (5 and "5"): refused.
     if not isinstance(key, str):
         raise InvalidValueError(
-            namespace,
-            repr(key),
-            f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
-            "with str(); ops given to batch() must hold str keys)",
+            namespace, repr(key), f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
+            "with str(); ops given to batch() must hold str keys)"
         )
     if unencodable(key):
         raise InvalidValueError(namespace, key, "the key is not valid UTF-8 (a lone surrogate)")
@@ -216,10 +214,8 @@ def check_sizes(
         size = item_doc_size(namespace, key, value, hashes)
         if size > MAX_VALUE_BYTES:
             raise InvalidValueError(
-                namespace,
-                key,
-                f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
-                "MongoDB's limit is 16 MiB per document",
+                namespace, key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
+                "MongoDB's limit is 16 MiB per document"
             )
     if not fields:
         return
@@ -240,8 +236,6 @@ def check_sizes(
     vec = base + 2 * field_bytes + index.dims * 4 + 256
     if vec > MAX_DOC_BYTES:
         raise InvalidValueError(
-            namespace,
-            key,
-            f"its vector documents would be {vec:,} bytes as BSON (each holds every "
-            f"ancestor path of the namespace, {len(namespace)} labels); MongoDB's limit is 16 MiB per document",
+            namespace, key, f"its vector documents would be {vec:,} bytes as BSON (each holds every "
+            f"ancestor path of the namespace, {len(namespace)} labels); MongoDB's limit is 16 MiB per document"
         )
