@@ -95,7 +95,7 @@ def one_trip_plan(state: BatchState) -> Plan:
         try:
             yield from one_trip.repair_plan(state, outcome, one_trip.checked_puts(state, checks), write_now)
         except Exception as exc:  # (the embedder): those puts' values landed, their vectors did not
-            one_trip.vectors_failed(state, outcome, {r.item for r in checks}, str(exc))
+            one_trip.vectors_failed(state, outcome, dict.fromkeys((r.item for r in checks), str(exc)))
     if reads:
         try:
             answers = yield from _one_trip_answers(state, done[-1])

@@ -16,6 +16,7 @@ of those puts and writes the vectors they lack, before the callers are answered.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from mongostore.core import queries as q
@@ -28,13 +29,14 @@ from mongostore.core.steps import Find, Write, WriteOutcome
 
 
 def eligible(state: BatchState) -> bool:
-    """Whether ``state``'s batch may send its reads and writes at once (see the module docstring).
+    """Whether ``state``'s batch may send its reads and writes at once (see the module docstring);
+    when it may, ``state.stored`` holds the puts' known hashes (``hashes_known``).
 
     Not when: it would take one round trip anyway (no puts; or no reads and no put
-    with a value and an index); it has reads and its ops are ordered (a
-    ``batch()``: reads see the state before its writes); a get asks for a key the batch puts (it answers the
-    stored value, as in an ordered batch); a retrieval mode is configured; or a put's
-    stored hashes are not known.
+    with a value and an index); it has reads and its ops are ordered (a ``batch()``:
+    reads see the state before its writes); a get asks for a key the batch puts (it
+    answers the stored value, as in an ordered batch); a retrieval mode is configured;
+    or a put's stored hashes are not known.
     """
     ctx, index = state.ctx, state.index
     has_reads = bool(state.gets or state.searches or state.listings)
@@ -110,25 +112,22 @@ def repair_plan(state: BatchState, outcome: BatchOutcome, suspects: list[Pending
     try:
         written: WriteOutcome = yield Write(tuple(requests))
     except Exception as exc:
-        vectors_failed(state, outcome, {(p.namespace, p.key) for p, *_ in missing}, str(exc))
+        vectors_failed(state, outcome, {(p.namespace, p.key): str(exc) for p, *_ in missing})
         return None
-    failed = {requests[i].item for i, _ in written.errors}
-    for i, msg in written.errors:
-        item = requests[i].item
-        assert item is not None
-        vectors_failed(state, outcome, {item}, msg)
+    failed = {requests[i].item: msg for i, msg in written.errors}
+    vectors_failed(state, outcome, failed)
     cache = state.ctx.vector_cache
     if cache is not None and cache.in_use:
         cache.add_many([(p.id, f, h, state.packed[t]) for p, f, t, h in missing if (p.namespace, p.key) not in failed])
-    learn_hashes(state, outcome)
     return None
 
 
 def vectors_failed(
-    state: BatchState, outcome: BatchOutcome, items: set[tuple[tuple[str, ...], str] | None], msg: str
+    state: BatchState, outcome: BatchOutcome, messages: Mapping[tuple[tuple[str, ...], str] | None, str]
 ) -> None:
-    """The items' values landed, their vectors did not: reported as in ``batch_writes.record``."""
-    for item in items:
+    """These items' values landed, their vectors did not (item -> the error's message):
+    reported as in ``batch_writes.record``, and the store's hashes forget them."""
+    for item, msg in messages.items():
         if item is None:
             continue
         outcome.failures.setdefault(item, msg)
