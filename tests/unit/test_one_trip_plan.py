@@ -62,6 +62,19 @@ def embed_answer(step: Embed) -> list[list[float]]:
     return [[1.0, 0.0, 0.0, 0.0] for _ in step.texts]
 
 
+def trip(*attempts: Attempted) -> Callable[[Step], Any]:
+    """Answers for a batch that embeds, then sends its one ``Parallel``: ``attempts``."""
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, Embed):
+            return embed_answer(step)
+        if isinstance(step, Parallel):
+            return list(attempts)
+        return None
+
+    return answer
+
+
 # --------------------------------------------------------------------------- which batches
 
 
@@ -151,15 +164,7 @@ def test_a_failed_read_fails_the_reads_and_not_the_writes_beside_it() -> None:
     ctx = ctx_with(known(context(), "a"), unordered=True)
     ops = [GetOp(NS, "b"), PutOp(NS, "a", {"text": "new"})]
     boom = ConnectionError("read failed")
-
-    def answer(step: Step) -> Any:
-        if isinstance(step, Embed):
-            return embed_answer(step)
-        if isinstance(step, Parallel):
-            return [Attempted(WriteOutcome()), Attempted(error=boom)]
-        return None
-
-    _, outcome = drive(batch_outcome_plan(ops, ctx), answer)
+    _, outcome = drive(batch_outcome_plan(ops, ctx), trip(Attempted(WriteOutcome()), Attempted(error=boom)))
     assert outcome.error_for(0, ops[0]) is boom
     assert outcome.error_for(1, ops[1]) is None
 
@@ -169,15 +174,8 @@ def test_a_failed_write_fails_its_puts_and_forgets_their_hashes() -> None:
     ctx = ctx_with(hashes, unordered=True)
     ops = [GetOp(NS, "b"), PutOp(NS, "a", {"text": "new"})]
     boom = ConnectionError("write failed")
-
-    def answer(step: Step) -> Any:
-        if isinstance(step, Embed):
-            return embed_answer(step)
-        if isinstance(step, Parallel):
-            return [Attempted(error=boom), Attempted([[doc(NS, "b", {"text": "b"})]])]
-        return None
-
-    _, outcome = drive(batch_outcome_plan(ops, ctx), answer)
+    answers = trip(Attempted(error=boom), Attempted([[doc(NS, "b", {"text": "b"})]]))
+    _, outcome = drive(batch_outcome_plan(ops, ctx), answers)
     assert outcome.error_for(1, ops[1]) is boom
     assert outcome.error_for(0, ops[0]) is None and outcome.results[0] is not None
     assert hashes.get(item_id(NS, "a")) is None
