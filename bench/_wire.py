@@ -133,12 +133,12 @@ class Answer:
     nbytes_in: int
     nbytes_out: int
 
-    def value(self) -> Any:
-        """A fresh copy, decoded from BSON as pymongo would."""
+    def value(self, codec: CodecOptions[Any] = CODEC) -> Any:
+        """A fresh copy, decoded from BSON as pymongo would with the collection's ``codec``."""
         if self.kind == "cursor":
-            return [bson.decode(b, CODEC) for b in self.raw]
+            return [bson.decode(b, codec) for b in self.raw]
         if self.kind == "doc":
-            return None if self.raw is None else bson.decode(self.raw, CODEC)
+            return None if self.raw is None else bson.decode(self.raw, codec)
         return self.raw
 
 

@@ -113,3 +113,41 @@ def test_packing_matches_binary_from_vector() -> None:
         float32_vector(np.array([1e39, 0.0]))
     with pytest.raises(ValueError, match="not all numbers"):
         float32_vector([0.5, "x"])  # type: ignore[list-item]
+
+
+@pytest.fixture
+def local_tz_ahead_of_utc(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A machine clock 5 hours ahead of UTC: a naive date read as local time would be 5 h off."""
+    import time
+
+    monkeypatch.setenv("TZ", "Etc/GMT-5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_candidate_dates_may_be_naive_utc_whatever_the_local_zone(local_tz_ahead_of_utc: Any) -> None:
+    """Candidate reads decode dates naive (UTC) to save the decoder's time; ordering the
+    unscored items and the earliest expiry read them as UTC, mixed with aware ones."""
+    from datetime import datetime, timedelta, timezone
+
+    from langgraph.store.base import SearchOp
+
+    from mongostore.core.kept import newest_first
+    from mongostore.core.plan.search import _earliest_expiry, local_candidate_reads
+
+    base = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    docs = [
+        {"_id": "aware-older", "updated_at": base},
+        {"_id": "naive-newer", "updated_at": (base + timedelta(hours=1)).replace(tzinfo=None)},
+        {"_id": "aware-newest", "updated_at": base + timedelta(hours=2)},
+    ]
+    assert [d["_id"] for d in newest_first(docs)] == ["aware-newest", "naive-newer", "aware-older"]
+    ends = [
+        {"expires_at": (base + timedelta(hours=3)).replace(tzinfo=None)},
+        {"expires_at": base + timedelta(hours=4)},
+    ]
+    assert _earliest_expiry(ends) == base + timedelta(hours=3)
+    [items_read, vectors_read] = local_candidate_reads(SearchOp(("a",), query="q"), base)
+    assert items_read.naive_dates and not vectors_read.naive_dates  # type: ignore[attr-defined]

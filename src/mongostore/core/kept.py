@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mongostore.core.codec import as_utc
+
 __all__ = ["Candidates", "KeptCandidates", "Recall", "newest_first"]
 
 
@@ -75,7 +77,7 @@ class Recall:
 
 def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Unscored items in their page order: newest first, ties by id."""
-    return sorted(docs, key=lambda d: (-d["updated_at"].timestamp(), d["_id"]))
+    return sorted(docs, key=lambda d: (-as_utc(d["updated_at"]).timestamp(), d["_id"]))
 
 
 def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:

@@ -16,7 +16,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import kept
 from mongostore.core import queries as q
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
+from mongostore.core.codec import ITEM_PROJECTION, as_utc, namespace_path, vector_id
 from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
 from mongostore.core.plan.state import PendingSearch
 from mongostore.core.queries import unscored_pipeline
@@ -45,7 +45,8 @@ def local_candidate_reads(
     filt = q.search_filter(op.namespace_prefix, op.filter, cutoff)
     if only is not None:
         filt = {"$and": [{"_id": {"$in": only}}, filt]} if filt else {"_id": {"$in": only}}
-    reads: list[Step] = [Find("items", filt, projection, batch_size=LARGE_BATCH)]
+    # Their dates are only compared (as_utc), so they may come back naive: cheaper to decode.
+    reads: list[Step] = [Find("items", filt, projection, batch_size=LARGE_BATCH, naive_dates=True)]
     if with_vectors:
         reads.append(
             Find(
@@ -139,7 +140,7 @@ def _mapped(cache: _vectors.VectorCache, ctx: PlanContext, items: list[dict[str,
 
 
 def _earliest_expiry(items: list[dict[str, Any]]) -> datetime | None:
-    ends = [d["expires_at"] for d in items if isinstance(d.get("expires_at"), datetime)]
+    ends = [as_utc(d["expires_at"]) for d in items if isinstance(d.get("expires_at"), datetime)]
     return min(ends) if ends else None
 
 
