@@ -498,3 +498,27 @@ def test_list_namespaces_pipeline_paged_on_the_server() -> None:
     ]
     with pytest.raises(ValueError, match="limit >= 1"):
         q.list_namespaces_pipeline(None, None, None, 0, 0)
+
+
+def test_query_vectors_are_sent_packed_as_float32_bindata() -> None:
+    """``$vectorSearch`` takes a BinData float32 queryVector (mongot: ``Vector.fromBson``)
+    and ranks in float32 either way: packed, 384 dims cost ~2 us to encode, not ~25 us."""
+    import numpy as np
+    from bson.binary import Binary, BinaryVectorDtype
+
+    from mongostore.core import retrieval
+
+    query = [0.1, -0.25, 1e-3, 0.7]
+    pipeline = q.vector_search_pipeline(
+        index_name="v", query_vector=query, num_candidates=20, k=10, pre_filter={}, post_filter={},
+        items_collection="memories", similarity="cosine", offset=0, limit=10, now=None,
+    )
+    stages = [pipeline[0]["$vectorSearch"], retrieval.vector_stage(
+        index_name="v", query_vector=query, query_text=None, num_candidates=20, k=10, pre_filter={}
+    )["$vectorSearch"]]
+    for stage in stages:
+        sent = stage["queryVector"]
+        assert isinstance(sent, Binary) and sent.subtype == 9
+        vec = sent.as_vector()
+        assert vec.dtype == BinaryVectorDtype.FLOAT32
+        assert vec.data == np.asarray(query, dtype=np.float32).tolist()

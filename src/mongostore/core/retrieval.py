@@ -244,7 +244,7 @@ def vector_stage(
         stage.update(path=TEXT_PATH, query={"text": query_text})
     else:
         assert query_vector is not None
-        stage.update(path="embedding", queryVector=list(query_vector))
+        stage.update(path="embedding", queryVector=q.float32_vector(query_vector))  # as vector_search_pipeline
     if pre_filter:
         stage["filter"] = dict(pre_filter)
     return {"$vectorSearch": stage}

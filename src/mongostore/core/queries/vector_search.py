@@ -9,6 +9,7 @@ from typing import Any
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
 from mongostore.core.queries.namespaces import not_expired
+from mongostore.core.queries.writes import float32_vector
 
 
 def vector_prefilter(
@@ -113,7 +114,9 @@ def _vector_search_stage(
     stage: dict[str, Any] = {
         "index": index_name,
         "path": "embedding",
-        "queryVector": list(query_vector),
+        # Packed float32, as the stored vectors are: mongot ranks in float32 either way
+        # (Vector.fromBson), and 384 doubles cost the client ~25 us to encode, BinData ~2 us.
+        "queryVector": float32_vector(query_vector),
         "numCandidates": num_candidates,
         "limit": k,
     }
