@@ -102,6 +102,22 @@ class ListCollection:
 
         return _LazyCursor(None, run)
 
+    def aggregate(self, pipeline: list[dict[str, Any]], **_: Any) -> Any:
+        """A ``$match`` over the list, then mongomock's own stages (the local search's compact
+        candidate read: ``$match`` and an expression ``$project``)."""
+        from _proxies import _ListCursor
+        from mongomock.aggregate import process_pipeline
+        from mongomock.filtering import filter_applies
+
+        from mongostore.drivers.mongomock_compat import patch_mongomock
+
+        patch_mongomock()  # MongoDB's $toLong of a date
+        docs, rest = self._docs, pipeline
+        if rest and "$match" in rest[0]:
+            docs = [d for d in docs if filter_applies(rest[0]["$match"], d)]
+            rest = rest[1:]
+        return _ListCursor(list(process_pipeline(docs, self.database, rest, None)) if rest else docs)
+
 
 def child(n: int, quick: bool, e2e: bool) -> dict[str, Any]:
     """Every contender for one size, in this one process, timed in interleaved rounds."""

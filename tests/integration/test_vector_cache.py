@@ -154,6 +154,59 @@ def test_a_held_row_whose_vector_document_is_gone_is_not_used() -> None:
     assert [(r.key, r.score) for r in cold.search(NS, query=TEXTS[2], limit=50)] == [(r.key, r.score) for r in got]
 
 
+class ServerLike:
+    """A mongomock collection as a server looks to the store: it tells no write versions
+    (``write_state`` is mongomock's only), and its candidate reads are recorded."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pipelines: list[list[dict[str, Any]]] = []
+        self.projections: list[Any] = []
+
+    def aggregate(self, pipeline: list[dict[str, Any]], *a: Any, **kw: Any) -> Any:
+        self.pipelines.append(pipeline)
+        return self.inner.aggregate(pipeline, *a, **kw)
+
+    def find(self, filter: Any = None, projection: Any = None, *a: Any, **kw: Any) -> Any:
+        self.projections.append(projection)
+        return self.inner.find(filter, projection, *a, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("omit_expired", [False, True])
+def test_against_a_server_candidates_are_read_shaped_for_decoding(omit_expired: bool) -> None:
+    """Without write versions every search reads its candidates, and pymongo's decoding of
+    100k of them is most of the search: the server projects them compactly (one hash as a
+    string, dates as milliseconds); the embedded engine reads the stored fields. Both rank
+    the same, unscored items included, newest first."""
+    import time
+
+    from mongostore.core.plan.search import COMPACT_ITEM
+
+    e = HashingEmbeddings(384)
+    coll = in_memory_collection(collection_name=f"shaped{omit_expired}")
+    ttl = {"default_ttl": 60, "omit_expired": omit_expired}
+    embedded = MongoStore(coll, index=index(e), ttl=ttl)
+    embedded.setup()
+    embedded.batch([PutOp(NS, f"k{i}", {"text": t}) for i, t in enumerate(TEXTS)])
+    for i in range(3):  # unscored items, 2 ms apart (dates keep milliseconds)
+        time.sleep(0.002)
+        embedded.put(NS, f"plain{i}", {"n": i})
+    server = ServerLike(coll)
+    store = MongoStore(server, index=index(e), ttl=ttl, vectors_collection=coll.database[coll.name + "_vectors"])  # type: ignore[arg-type]
+    for query in ("pizza", "lisbon"):
+        want = pairs(embedded.search(NS, query=query, limit=50))
+        assert pairs(store.search(NS, query=query, limit=50)) == want
+        assert [k for k, s in want if s is None] == ["plain2", "plain1", "plain0"]
+    shaped = [p[1]["$project"] for p in server.pipelines if len(p) == 2 and "$project" in p[1]]
+    assert len(shaped) == 2
+    assert all({k: v for k, v in proj.items() if k != "expires_at"} == COMPACT_ITEM for proj in shaped)
+    assert all(("expires_at" in proj) == omit_expired for proj in shaped)
+    assert not any(isinstance(p, dict) and p.get("vectors") == 1 and "text" not in p for p in server.projections)
+
+
 def test_searches_and_puts_from_several_threads_share_one_matrix_safely() -> None:
     import concurrent.futures
 

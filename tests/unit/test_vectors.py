@@ -127,27 +127,92 @@ def local_tz_ahead_of_utc(monkeypatch: pytest.MonkeyPatch) -> Any:
     time.tzset()
 
 
-def test_candidate_dates_may_be_naive_utc_whatever_the_local_zone(local_tz_ahead_of_utc: Any) -> None:
-    """Candidate reads decode dates naive (UTC) to save the decoder's time; ordering the
-    unscored items and the earliest expiry read them as UTC, mixed with aware ones."""
+def test_candidate_dates_in_any_shape_read_as_utc_whatever_the_local_zone(local_tz_ahead_of_utc: Any) -> None:
+    """Candidate dates come back aware, naive (UTC), or as a server's ``$toLong``
+    milliseconds (compact reads): ordering the unscored items and the earliest expiry
+    read every shape as the same UTC instant."""
+    from datetime import datetime, timedelta, timezone
+
+    from mongostore.core.kept import newest_first
+    from mongostore.core.plan.search import _earliest_expiry
+
+    base = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    ms = int(base.timestamp() * 1000)
+    docs = [
+        {"_id": "aware-older", "updated_at": base},
+        {"_id": "naive-newer", "updated_at": (base + timedelta(hours=1)).replace(tzinfo=None)},
+        {"_id": "ms-newest", "updated_at": ms + 2 * 3_600_000},
+        {"_id": "ms-tie-b", "updated_at": ms + 1_000},
+        {"_id": "aware-tie-a", "updated_at": base + timedelta(seconds=1)},
+    ]
+    assert [d["_id"] for d in newest_first(docs)] == [
+        "ms-newest", "naive-newer", "aware-tie-a", "ms-tie-b", "aware-older"
+    ]
+    ends = [
+        {"expires_at": (base + timedelta(hours=3)).replace(tzinfo=None)},
+        {"expires_at": base + timedelta(hours=4)},
+        {"expires_at": None},  # $toLong of no date
+        {},
+    ]
+    assert _earliest_expiry(ends) == base + timedelta(hours=3)
+    assert _earliest_expiry([*ends, {"expires_at": ms + 60_000}]) == base + timedelta(minutes=1)
+    assert _earliest_expiry(ends[2:]) is None
+
+
+
+def test_compact_candidate_reads_map_onto_the_same_rows_as_the_stored_fields() -> None:
+    """A server shapes candidate items for decoding (``compact``): one listed hash as a
+    string, dates as epoch milliseconds. On mongomock (whose ``$toLong`` of a date the
+    compat layer makes MongoDB's), the cache maps both shapes onto the same rows and
+    the unscored items come out in the same order."""
     from datetime import datetime, timedelta, timezone
 
     from langgraph.store.base import SearchOp
 
-    from mongostore.core.kept import newest_first
+    from mongostore.core import kept
     from mongostore.core.plan.search import _earliest_expiry, local_candidate_reads
+    from mongostore.core.steps import Aggregate, Find
+    from mongostore.drivers.mongomock_compat import in_memory_collection
 
-    base = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    base = datetime(2026, 3, 1, 9, 30, 15, 123000, tzinfo=timezone.utc)
+    coll = in_memory_collection(collection_name="compact")
+    ns = ["users", "a"]
     docs = [
-        {"_id": "aware-older", "updated_at": base},
-        {"_id": "naive-newer", "updated_at": (base + timedelta(hours=1)).replace(tzinfo=None)},
-        {"_id": "aware-newest", "updated_at": base + timedelta(hours=2)},
+        {"_id": "one", "vectors": ["h1"]},
+        {"_id": "two", "vectors": ["h2", "h3"]},
+        {"_id": "stale", "vectors": ["h9"]},  # its row holds another hash
+        {"_id": "empty", "vectors": []},
+        {"_id": "none"},
+        {"_id": "unlisted", "vectors": ["h5"]},  # no row at all: missing
     ]
-    assert [d["_id"] for d in newest_first(docs)] == ["aware-newest", "naive-newer", "aware-older"]
-    ends = [
-        {"expires_at": (base + timedelta(hours=3)).replace(tzinfo=None)},
-        {"expires_at": base + timedelta(hours=4)},
-    ]
-    assert _earliest_expiry(ends) == base + timedelta(hours=3)
-    [items_read, vectors_read] = local_candidate_reads(SearchOp(("a",), query="q"), base)
-    assert items_read.naive_dates and not vectors_read.naive_dates  # type: ignore[attr-defined]
+    for n, d in enumerate(docs):
+        d.update(namespace=ns, path="users.a.", key=d["_id"], updated_at=base + timedelta(minutes=n))
+    docs[1]["expires_at"] = base + timedelta(days=1)
+    coll.insert_many(docs)
+    op = SearchOp(("users",), query="q")
+    [find] = local_candidate_reads(op, base, with_vectors=False)
+    [agg] = local_candidate_reads(op, base, with_vectors=False, compact=True)
+    assert isinstance(find, Find) and isinstance(agg, Aggregate)
+    stored = list(coll.find(find.filter, find.projection))
+    compact = list(coll.aggregate(agg.pipeline))
+    by_id = {d["_id"]: d for d in compact}
+    assert by_id["one"]["vectors"] == "h1" and by_id["two"]["vectors"] == ["h2", "h3"]
+    assert by_id["empty"]["vectors"] == [] and not by_id["none"].get("vectors")
+    assert by_id["one"]["updated_at"] == int(base.timestamp() * 1000)
+    assert by_id["two"]["expires_at"] == int((base + timedelta(days=1)).timestamp() * 1000)
+    assert _earliest_expiry(compact) == _earliest_expiry(stored) == base + timedelta(days=1)
+
+    def mapped(items: list[dict[str, Any]]) -> tuple[Any, ...]:
+        cache = VectorCache(DIMS)
+        vec = np.ones(DIMS, dtype=np.float32)
+        rows = [("one", "t", "h1"), ("two", "t", "h2"), ("two", "u", "h3"), ("stale", "t", "h0")]
+        cache.add_many([(*r, vec) for r in rows])
+        c = cache.candidates(items)
+        return (
+            [items[i]["_id"] for i in c.item_index.tolist()],
+            [cache.vector_of(r) for r in c.rows.tolist()],
+            c.scored, c.per_item, c.missing, [d["_id"] for d in kept.newest_first(c.unscored)],
+        )
+
+    assert mapped(compact) == mapped(stored)
+    assert mapped(compact)[4] == ["stale", "unlisted"]

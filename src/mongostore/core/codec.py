@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import bson
@@ -114,6 +114,24 @@ def as_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def stored_instant(value: datetime | int) -> datetime:
+    """A date as a candidate read gives it: a date (naive UTC or aware), or milliseconds
+    since the epoch (a server's ``$toLong``, in compact candidate reads), as an aware UTC date."""
+    if isinstance(value, datetime):
+        return as_utc(value)
+    return _EPOCH + timedelta(milliseconds=value)
+
+
+def epoch_ms(value: datetime | int) -> int:
+    """The same, as exact milliseconds since the epoch (BSON dates keep milliseconds): a sort key."""
+    if isinstance(value, datetime):
+        return (as_utc(value) - _EPOCH) // timedelta(milliseconds=1)
+    return value
 
 
 def plain_value(value: Any) -> Any:

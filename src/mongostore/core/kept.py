@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mongostore.core.codec import as_utc
+from mongostore.core.codec import epoch_ms
 
 __all__ = ["Candidates", "KeptCandidates", "Recall", "newest_first"]
 
@@ -77,7 +77,7 @@ class Recall:
 
 def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Unscored items in their page order: newest first, ties by id."""
-    return sorted(docs, key=lambda d: (-as_utc(d["updated_at"]).timestamp(), d["_id"]))
+    return sorted(docs, key=lambda d: (-epoch_ms(d["updated_at"]), d["_id"]))
 
 
 def _earliest(a: datetime | None, b: datetime | None) -> datetime | None:

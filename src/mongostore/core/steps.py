@@ -50,10 +50,6 @@ class Find:
     skip: int = 0
     limit: int = 0
     batch_size: int = 0  # 0: the driver's default (101 documents in the first batch)
-    # The plan only compares the dates it reads (``codec.as_utc`` first), so the driver may
-    # decode them naive: a tz-aware date costs pymongo's decoder ~1 us more, which a read of
-    # 100k candidates pays 100k times.
-    naive_dates: bool = False
 
 
 @dataclass(frozen=True)

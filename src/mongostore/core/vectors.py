@@ -310,7 +310,8 @@ class VectorCache(KeptCandidates):
     # ------------------------------------------------------------------ searching
 
     def candidates(self, items: list[dict[str, Any]]) -> Candidates:
-        """Map candidate items (``_id`` and ``vectors``, the hashes they list) onto rows.
+        """Map candidate items (``_id`` and ``vectors``, the hashes they list, or the one hash
+        as a string) onto rows.
 
         Rows of a candidate whose hash it no longer lists are released on the way.
         """
@@ -333,6 +334,8 @@ class VectorCache(KeptCandidates):
                 if held is None:
                     missing.append(iid)
                     continue
+                if listed.__class__ is str:  # a compact read's one hash (local_candidate_reads)
+                    listed = (listed,)
                 if len(held) == 1 and len(listed) == 1 and hash_of[held[0]] == listed[0]:  # the usual case
                     item_index.append(i)
                     rows.append(held[0])

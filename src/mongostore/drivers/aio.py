@@ -90,22 +90,14 @@ class AsyncIO:
         self.caps: Capabilities | None = None  # plus the search state: what searches need
         self.recheck_seconds = shared.RECHECK_SECONDS
         self._checked_at = 0.0
-        self._naive: dict[Role, Any] = {}  # coll(role, naive_dates=True), made once
         self._probe_lock: asyncio.Lock | None = None
 
-    def coll(self, role: Role, naive_dates: bool = False) -> Any:
+    def coll(self, role: Role) -> Any:
         if role == "vectors":
             if self.vectors is None:
                 raise shared.no_vectors_error()
-            coll = self.vectors
-        else:
-            coll = self.items
-        if not naive_dates:
-            return coll
-        view = self._naive.get(role)
-        if view is None:
-            view = self._naive[role] = shared.naive_dates_view(coll)
-        return view
+            return self.vectors
+        return self.items
 
     def _lock(self) -> asyncio.Lock:
         if self._probe_lock is None:
@@ -235,7 +227,7 @@ async def _version(io: AsyncIO, step: Version) -> Any:
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
-    Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role, s.naive_dates), s)),
+    Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
     Attempt: _attempt,

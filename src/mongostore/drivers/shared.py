@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from bson.codec_options import CodecOptions
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 from pymongo.operations import SearchIndexModel
@@ -39,16 +38,6 @@ def handler_for(table: Mapping[type[Any], H], step: object) -> H:
 
 def no_vectors_error() -> RuntimeError:
     return RuntimeError("no vectors collection: configure index= for semantic search")
-
-
-def naive_dates_view(coll: Any) -> Any:
-    """``coll`` decoding dates naive (UTC) when it decodes them tz-aware, for a ``Find`` with
-    ``naive_dates``; ``coll`` itself when it has no codec options to change (test doubles)."""
-    opts = getattr(coll, "codec_options", None)
-    with_options = getattr(coll, "with_options", None)
-    if not isinstance(opts, CodecOptions) or not opts.tz_aware or not callable(with_options):
-        return coll
-    return with_options(codec_options=opts.with_options(tz_aware=False, tzinfo=None))
 
 
 def model(req: WriteRequest, namespace: str | None = None) -> Any:

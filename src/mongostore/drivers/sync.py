@@ -84,22 +84,14 @@ class SyncIO:
         self.caps: Capabilities | None = None  # plus the search state: what searches need
         self.recheck_seconds = shared.RECHECK_SECONDS
         self._checked_at = 0.0
-        self._naive: dict[Role, Any] = {}  # coll(role, naive_dates=True), made once
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def coll(self, role: Role, naive_dates: bool = False) -> Any:
+    def coll(self, role: Role) -> Any:
         if role == "vectors":
             if self.vectors is None:
                 raise shared.no_vectors_error()
-            coll = self.vectors
-        else:
-            coll = self.items
-        if not naive_dates:
-            return coll
-        view = self._naive.get(role)
-        if view is None:
-            view = self._naive[role] = shared.naive_dates_view(coll)
-        return view
+            return self.vectors
+        return self.items
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
@@ -205,7 +197,7 @@ def _sleep(io: SyncIO, step: Sleep) -> None:
 
 
 HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
-    Find: lambda io, s: list(shared.find_cursor(io.coll(s.role, s.naive_dates), s)),
+    Find: lambda io, s: list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
     Attempt: _attempt,

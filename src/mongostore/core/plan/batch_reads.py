@@ -44,9 +44,10 @@ def batch_reads(state: BatchState) -> list[Step]:
         elif s.recalled is None:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
-            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
+            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors, compact=s.compact_reads))
         elif s.recalled.cands is None:  # kept candidates: only the items changed since
-            reads.extend(local_candidate_reads(s.op, cutoff, with_vectors=False, only=s.recalled.changed))
+            changed = s.recalled.changed
+            reads.extend(local_candidate_reads(s.op, cutoff, False, only=changed, compact=s.compact_reads))
     for _, lop in state.listings:
         if lop.limit == 0:
             continue

@@ -16,7 +16,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import kept
 from mongostore.core import queries as q
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION, as_utc, namespace_path, vector_id
+from mongostore.core.codec import ITEM_PROJECTION, namespace_path, stored_instant, vector_id
 from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
 from mongostore.core.plan.state import PendingSearch
 from mongostore.core.queries import unscored_pipeline
@@ -34,19 +34,35 @@ def candidates_key(op: SearchOp) -> str:
 
 
 def local_candidate_reads(
-    op: SearchOp, cutoff: datetime | None, with_vectors: bool = True, only: list[str] | None = None
+    op: SearchOp,
+    cutoff: datetime | None,
+    with_vectors: bool = True,
+    only: list[str] | None = None,
+    compact: bool = False,
 ) -> list[Step]:
     """The items under the prefix that pass the filter (ids, listed hashes, and the dates that
     order unscored items and end their life) and, unless the store's vector cache already
-    holds the prefix, every vector under it. ``only``: just those of these items."""
-    projection = {"_id": 1, "vectors": 1, "updated_at": 1}
-    if cutoff is not None:
-        projection["expires_at"] = 1
+    holds the prefix, every vector under it. ``only``: just those of these items.
+
+    ``compact`` (the candidates cross the wire: a server, or a recording double): the server
+    projects each item to what pymongo decodes fastest, its one listed hash as a string
+    rather than a one-element array and its dates as milliseconds (``$toLong``); ~3x less
+    decoding per item, which is most of a warm local search at 100k vectors
+    (``COMPACT_ITEM``). The embedded engine evaluates expressions in Python and decodes
+    nothing, so it reads the stored fields as they are.
+    """
     filt = q.search_filter(op.namespace_prefix, op.filter, cutoff)
     if only is not None:
         filt = {"$and": [{"_id": {"$in": only}}, filt]} if filt else {"_id": {"$in": only}}
-    # Their dates are only compared (as_utc), so they may come back naive: cheaper to decode.
-    reads: list[Step] = [Find("items", filt, projection, batch_size=LARGE_BATCH, naive_dates=True)]
+    reads: list[Step]
+    if compact:
+        shape = {**COMPACT_ITEM, "expires_at": {"$toLong": "$expires_at"}} if cutoff is not None else COMPACT_ITEM
+        reads = [Aggregate("items", [{"$match": filt}, {"$project": shape}], batch_size=LARGE_BATCH)]
+    else:
+        projection = {"_id": 1, "vectors": 1, "updated_at": 1}
+        if cutoff is not None:
+            projection["expires_at"] = 1
+        reads = [Find("items", filt, projection, batch_size=LARGE_BATCH)]
     if with_vectors:
         reads.append(
             Find(
@@ -57,6 +73,23 @@ def local_candidate_reads(
             )
         )
     return reads
+
+
+# A candidate item as a server sends it (``local_candidate_reads(compact=True)``): ``vectors``
+# is the one listed hash when there is one (the usual case), else the stored value; dates are
+# milliseconds since the epoch (null when absent). ``VectorCache.candidates``,
+# ``kept.newest_first`` and ``_earliest_expiry`` take either shape.
+COMPACT_ITEM: dict[str, Any] = {
+    "_id": 1,
+    "vectors": {
+        "$cond": [
+            {"$isArray": "$vectors"},
+            {"$cond": [{"$eq": [{"$size": "$vectors"}, 1]}, {"$arrayElemAt": ["$vectors", 0]}, "$vectors"]},
+            "$vectors",
+        ]
+    },
+    "updated_at": {"$toLong": "$updated_at"},
+}
 
 
 def local_search_plan(
@@ -83,7 +116,7 @@ def local_search_plan(
         cands, leftover = kept
     else:
         if s.recalled is not None:  # what was kept no longer holds: read every candidate
-            [first] = yield Parallel(tuple(local_candidate_reads(s.op, ctx.expiry_cutoff, with_vectors=False)))
+            [first] = yield Parallel(tuple(_item_reads(s, ctx)))
             candidates = (first, None)
         assert candidates is not None
         items = candidates[0]
@@ -100,11 +133,16 @@ def local_search_plan(
         # Held rows outlived their vector documents: drop them; their items count as unscored.
         cands = cache.drop_rows(cands, gone)
         if items is None:  # recalled candidates keep no items: read them after all
-            [items] = yield Parallel(tuple(local_candidate_reads(s.op, ctx.expiry_cutoff, with_vectors=False)))
+            [items] = yield Parallel(tuple(_item_reads(s, ctx)))
             cands = cache.candidates(items)
         leftover = _leftover(items, cands)
     docs = {d["_id"]: d for d in answers[0]}
     return [(docs[iid], score) for iid, score, _ in page if iid in docs]
+
+
+def _item_reads(s: PendingSearch, ctx: PlanContext) -> list[Step]:
+    """Every candidate item of ``s`` again, without the vectors."""
+    return local_candidate_reads(s.op, ctx.expiry_cutoff, False, compact=s.compact_reads)
 
 
 def _map_candidates(
@@ -140,7 +178,7 @@ def _mapped(cache: _vectors.VectorCache, ctx: PlanContext, items: list[dict[str,
 
 
 def _earliest_expiry(items: list[dict[str, Any]]) -> datetime | None:
-    ends = [as_utc(d["expires_at"]) for d in items if isinstance(d.get("expires_at"), datetime)]
+    ends = [stored_instant(e) for d in items if isinstance(e := d.get("expires_at"), (datetime, int))]
     return min(ends) if ends else None
 
 

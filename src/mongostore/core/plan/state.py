@@ -43,6 +43,13 @@ class PendingSearch:
     version: Any = None  # local path: both collections' write versions, read before the candidates (None: unknown)
     recalled: Any = None  # local path: what an earlier search kept (``VectorCache.recall``), or None
 
+    @property
+    def compact_reads(self) -> bool:
+        """Its candidates cross the wire (no write versions: a server, or a recording double),
+        so the server shapes them for decoding (``local_candidate_reads(compact=True)``); the
+        embedded engine, which tells its versions, reads the stored fields as they are."""
+        return self.version is None
+
 
 @dataclass
 class BatchOutcome:

@@ -36,6 +36,7 @@ def patch_mongomock() -> None:
 
     Collection.create_index = create_index  # type: ignore[method-assign]
     _patch_date_add()
+    _patch_date_to_long()
     _patch_datetime_walk()
     lookups.install()
     _patched = True
@@ -95,6 +96,33 @@ def _patch_date_add() -> None:
         return original(self, operator, values)
 
     aggregate._Parser._handle_arithmetic_operator = handle  # type: ignore[method-assign]
+
+
+def _patch_date_to_long() -> None:
+    """``{"$toLong": <date>}``: milliseconds since the epoch, as MongoDB converts a date
+    (local search candidate reads on a server project their dates so). mongomock 4.3
+    calls ``int()`` on the date (``TypeError``); other operands are unchanged.
+    """
+    import datetime
+
+    from mongomock import aggregate
+
+    original: Any = aggregate._Parser._handle_type_convertion_operator
+    epoch = datetime.datetime(1970, 1, 1)
+
+    @functools.wraps(original)
+    def handle(self: Any, operator: str, values: Any) -> Any:
+        if operator == "$toLong":
+            try:
+                parsed = self.parse(values)
+            except KeyError:
+                parsed = None
+            if isinstance(parsed, datetime.datetime):
+                naive_utc = parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+                return (naive_utc - epoch) // datetime.timedelta(milliseconds=1)
+        return original(self, operator, values)
+
+    aggregate._Parser._handle_type_convertion_operator = handle  # type: ignore[method-assign]
 
 
 _FAKE_MODULES = ("mongomock", "mongomock_motor", "pymongo_async_mock")
