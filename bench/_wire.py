@@ -133,10 +133,16 @@ class Answer:
     nbytes_in: int
     nbytes_out: int
 
+    _joined: bytes | None = field(default=None, repr=False)
+
     def value(self, codec: CodecOptions[Any] = CODEC) -> Any:
-        """A fresh copy, decoded from BSON as pymongo would with the collection's ``codec``."""
+        """A fresh copy, decoded from BSON as pymongo would with the collection's ``codec``:
+        a cursor's documents in one ``decode_all`` (pymongo decodes each reply so, through
+        ``_decode_all_selective``), not one ``decode`` call per document."""
         if self.kind == "cursor":
-            return [bson.decode(b, codec) for b in self.raw]
+            if self._joined is None:
+                self._joined = b"".join(self.raw)
+            return bson.decode_all(self._joined, codec)
         if self.kind == "doc":
             return None if self.raw is None else bson.decode(self.raw, codec)
         return self.raw
