@@ -216,3 +216,53 @@ def test_compact_candidate_reads_map_onto_the_same_rows_as_the_stored_fields() -
 
     assert mapped(compact) == mapped(stored)
     assert mapped(compact)[4] == ["stale", "unlisted"]
+
+
+def _single_invariant(cache: VectorCache) -> None:
+    """``_single`` is exactly the (item, hash) -> row of the items holding one row."""
+    want = {(item, cache._hash[rows[0]]): rows[0] for item, rows in cache._rows.items() if len(rows) == 1}
+    assert cache._single == want
+
+
+def _compact(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Items as a server's compact read gives them (one listed hash as a string)."""
+    out = []
+    for d in items:
+        v = d.get("vectors")
+        out.append({**d, "vectors": v[0]} if isinstance(v, list) and len(v) == 1 else dict(d))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_one_lookup_mapping_agrees_with_the_general_one(seed: int) -> None:
+    """``candidates`` maps items listing one hash held in one row by a dict lookup, the rest
+    by the general loop (stale rows released, missing hashes reported): both shapes of the
+    same items give the same mapping, whichever way each item went, and the lookup's
+    dict stays exactly the items holding one row through adds, releases and evictions."""
+    items, vectors, _ = random_case(seed)
+    rng = np.random.default_rng(seed)
+    singles_only = [d for d in items if len(d["vectors"]) <= 1]
+    for case in (items, singles_only):
+        caches = []
+        for shape in (case, _compact(case)):
+            cache = VectorCache(DIMS, max_rows=10_000)
+            cache.add_many(vectors)
+            _single_invariant(cache)
+            c = cache.candidates(shape)
+            _single_invariant(cache)  # stale rows were released
+            caches.append((cache, c))
+        (a, ca), (b, cb) = caches
+        assert ca.item_index.tolist() == cb.item_index.tolist()
+        assert [a.vector_of(r) for r in ca.rows.tolist()] == [b.vector_of(r) for r in cb.rows.tolist()]
+        assert (ca.scored, ca.per_item, ca.missing) == (cb.scored, cb.per_item, cb.missing)
+        assert [d["_id"] for d in ca.unscored] == [d["_id"] for d in cb.unscored]
+        assert np.all(np.diff(ca.item_index) >= 0)  # item order
+    cache = VectorCache(DIMS, max_rows=40)
+    for step in range(30):
+        batch = [vectors[int(j)] for j in rng.integers(0, len(vectors), 8)]
+        cache.add_many(batch)  # past max_rows: evictions
+        if step % 3 == 0:
+            cache.forget(batch[0][0])
+        if step % 4 == 0:
+            cache.candidates(_compact(items) if step % 8 == 0 else items)
+        _single_invariant(cache)

@@ -121,8 +121,8 @@ class VectorCache(KeptCandidates):
     does not hold: it sees every write, from this process or any other.
 
     Memory: ``4 x dims`` bytes per vector in the matrix (the capacity grows by
-    half when full), plus about 300 bytes of bookkeeping (norm, LRU stamp, the hash
-    string, the item's row list). Past ``max_rows`` (by default 1 GiB of matrix) the
+    half when full), plus about 400 bytes of bookkeeping (norm, LRU stamp, the hash
+    string, the item's row list, the one-row lookup). Past ``max_rows`` (by default 1 GiB of matrix) the
     least recently ranked quarter is dropped; a later search fetches it again.
     Thread-safe: a store's searches may run in several threads.
     """
@@ -137,6 +137,9 @@ class VectorCache(KeptCandidates):
         self._item: list[str | None] = []
         self._field: list[str | None] = []
         self._rows: dict[str, list[int]] = {}  # item id -> its rows
+        # (item id, hash) -> row, for the items holding exactly one row: the usual case,
+        # which ``candidates`` maps in one dict lookup per item (kept by _store and _release)
+        self._single: dict[tuple[str, str], int] = {}
         self._free: list[int] = []
         self._n = 0  # rows ever handed out (the matrix's used height)
         self._clock = 0
@@ -219,7 +222,7 @@ class VectorCache(KeptCandidates):
         except BaseException:
             self._free.extend(rows)
             raise
-        hash_of, item_of, field_of, rows_of = self._hash, self._item, self._field, self._rows
+        hash_of, item_of, field_of, rows_of, single = self._hash, self._item, self._field, self._rows, self._single
         for r, (item, field, hash_, _) in zip(rows, entries, strict=True):
             hash_of[r] = hash_
             item_of[r] = item
@@ -227,7 +230,10 @@ class VectorCache(KeptCandidates):
             held = rows_of.get(item)
             if held is None:
                 rows_of[item] = [r]
+                single[item, hash_] = r
             else:
+                if len(held) == 1:
+                    del single[item, hash_of[held[0]]]  # type: ignore[arg-type]
                 held.append(r)
         for start in range(0, idx.size, 16384):  # float64 squared norms, a slice at a time
             part = idx[start : start + 16384]
@@ -243,9 +249,13 @@ class VectorCache(KeptCandidates):
         if item is not None:
             rows = self._rows.get(item)
             if rows is not None:
+                if len(rows) == 1:
+                    self._single.pop((item, self._hash[r]), None)  # type: ignore[arg-type]
                 rows.remove(r)
                 if not rows:
                     del self._rows[item]
+                elif len(rows) == 1:
+                    self._single[item, self._hash[rows[0]]] = rows[0]  # type: ignore[index]
         self._hash[r] = None
         self._item[r] = None
         self._field[r] = None
@@ -317,56 +327,69 @@ class VectorCache(KeptCandidates):
         """
         with self._lock:
             self.in_use = True
-            rows_of, hash_of = self._rows, self._hash
-            item_index: list[int] = []
-            rows: list[int] = []
-            missing: list[str] = []
-            unscored: list[dict[str, Any]] = []
-            scored, per_item = 0, 1
-            stale: list[int] = []
-            for i, d in enumerate(items):
-                listed = d.get("vectors")
-                if not listed:
-                    unscored.append(d)
-                    continue
-                iid = d["_id"]
-                held = rows_of.get(iid)
-                if held is None:
-                    missing.append(iid)
-                    continue
-                if listed.__class__ is str:  # a compact read's one hash (local_candidate_reads)
-                    listed = (listed,)
-                if len(held) == 1 and len(listed) == 1 and hash_of[held[0]] == listed[0]:  # the usual case
-                    item_index.append(i)
-                    rows.append(held[0])
-                    scored += 1
-                    continue
-                found = 0
-                for r in held:
-                    if hash_of[r] in listed:
-                        item_index.append(i)
-                        rows.append(r)
-                        found += 1
-                    else:
-                        stale.append(r)
-                if found < len(listed):
-                    missing.append(iid)
-                if found:
-                    scored += 1
-                    per_item = max(per_item, found)
-            for r in stale:
-                self._release(r)
-            cands = Candidates(
-                items,
-                np.asarray(item_index, dtype=np.int64),
-                np.asarray(rows, dtype=np.int64),
-                scored,
-                per_item,
-                missing,
-                unscored,
-            )
+            # The usual case in one dict lookup per item: one listed hash (a compact read's
+            # string) and one held row with that hash. A listed array is unhashable: then
+            # every item takes the general loop below.
+            single: dict[Any, int] = self._single
+            try:
+                found = np.array([single.get((d["_id"], d.get("vectors")), -1) for d in items], dtype=np.int64)
+            except TypeError:
+                found = np.full(len(items), -1, dtype=np.int64)
+            quick = np.flatnonzero(found >= 0)
+            rest = np.flatnonzero(found < 0).tolist() if quick.size < len(items) else []
+            index, rows, missing, unscored, scored, per_item = self._map_general(items, rest)
+            item_index = quick
+            row_ids = found[quick]
+            if index:
+                item_index = np.concatenate([quick, np.asarray(index, dtype=np.int64)])
+                row_ids = np.concatenate([row_ids, np.asarray(rows, dtype=np.int64)])
+                order = np.argsort(item_index, kind="stable")  # item order, as each item's rows
+                item_index, row_ids = item_index[order], row_ids[order]
+            cands = Candidates(items, item_index, row_ids, int(quick.size) + scored, per_item, missing, unscored)
             cands.gens = self._gen[cands.rows]
             return cands
+
+    def _map_general(
+        self, items: list[dict[str, Any]], positions: list[int]
+    ) -> tuple[list[int], list[int], list[str], list[dict[str, Any]], int, int]:
+        """``candidates`` for the items at ``positions``: (item positions, rows, missing ids,
+        unscored items, items scored, most rows per item); stale rows are released."""
+        rows_of, hash_of = self._rows, self._hash
+        item_index: list[int] = []
+        rows: list[int] = []
+        missing: list[str] = []
+        unscored: list[dict[str, Any]] = []
+        scored, per_item = 0, 1
+        stale: list[int] = []
+        for i in positions:
+            d = items[i]
+            listed = d.get("vectors")
+            if not listed:
+                unscored.append(d)
+                continue
+            iid = d["_id"]
+            held = rows_of.get(iid)
+            if held is None:
+                missing.append(iid)
+                continue
+            if listed.__class__ is str:  # a compact read's one hash (local_candidate_reads)
+                listed = (listed,)
+            found = 0
+            for r in held:
+                if hash_of[r] in listed:
+                    item_index.append(i)
+                    rows.append(r)
+                    found += 1
+                else:
+                    stale.append(r)
+            if found < len(listed):
+                missing.append(iid)
+            if found:
+                scored += 1
+                per_item = max(per_item, found)
+        for r in stale:
+            self._release(r)
+        return item_index, rows, missing, unscored, scored, per_item
 
     def rank(
         self, query: Sequence[float], cands: Candidates, similarity: str, k: int

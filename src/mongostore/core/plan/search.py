@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from langgraph.store.base import SearchOp
 
 from mongostore.config import IndexSettings
@@ -201,8 +202,9 @@ def _patch_candidates(
 
 def _leftover(items: list[dict[str, Any]], cands: kept.Candidates) -> list[dict[str, Any]]:
     """The candidates without a row, newest first (ties by id)."""
-    with_rows = set(cands.item_index.tolist())
-    return kept.newest_first([d for i, d in enumerate(items) if i not in with_rows])
+    without = np.ones(len(items), dtype=bool)
+    without[cands.item_index] = False
+    return kept.newest_first([items[i] for i in np.flatnonzero(without).tolist()])
 
 
 Ranked = list[tuple[str, float | None, int | None]]  # (item id, score, row of its best vector)
