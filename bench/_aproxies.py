@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
@@ -10,7 +9,7 @@ from typing import Any
 
 import _setup  # noqa: F401  (first: this checkout's src/ and tests/ on sys.path)
 from _proxies import SyncDatabaseProxy, SyncProxy, SyncReplay
-from _wire import COUNTED, CURSOR_METHODS, Answer, call_key, request_size
+from _wire import COUNTED, CURSOR_METHODS, Answer, call_key, network_delay, request_size
 
 # --------------------------------------------------------------------------- async proxy and replay
 
@@ -83,7 +82,7 @@ class AsyncProxy(SyncProxy):
 
     async def _sleep(self, trips: int) -> None:
         if self._w.delay:
-            await asyncio.sleep(self._w.delay * trips)
+            await network_delay(self._w.delay * trips)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -136,7 +135,7 @@ class AsyncReplay(SyncReplay):
         ans = self._player.next(self.name, method, key)
         self._log.add(method, ans.trips, ans.docs, ans.nbytes_in, ans.nbytes_out)
         if self._delay:
-            await asyncio.sleep(self._delay * ans.trips)
+            await network_delay(self._delay * ans.trips)
         return ans
 
     def __getattr__(self, name: str) -> Any:

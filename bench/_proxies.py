@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Callable, Iterator
@@ -11,7 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import _setup  # noqa: F401  (first: this checkout's src/ and tests/ on sys.path)
-from _wire import CODEC, COUNTED, CURSOR_METHODS, Answer, CallLog, Player, Tape, _record, call_key, request_size
+from _wire import (
+    CODEC,
+    COUNTED,
+    CURSOR_METHODS,
+    Answer,
+    CallLog,
+    Player,
+    Tape,
+    _record,
+    call_key,
+    network_delay,
+    request_size,
+)
 from bson.codec_options import CodecOptions
 
 from mongostore.drivers.mongomock_compat import is_fake
@@ -208,7 +219,7 @@ class ClientProxy:
         async def abulk_write(*args: Any, **kwargs: Any) -> Any:
             w.log.add("client.bulk_write", 1, 0, 0, request_size("bulk_write", args, kwargs))
             if w.delay:
-                await asyncio.sleep(w.delay)
+                await network_delay(w.delay)
             return await attr(*args, **kwargs)
 
         return abulk_write if inspect.iscoroutinefunction(attr) else bulk_write

@@ -3,8 +3,13 @@ log, and the tape of answers (``Tape``) that a replay (``Player``) serves back."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import heapq
+import itertools
 import json
 import threading
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -226,3 +231,62 @@ def _record(method: str, value: Any) -> tuple[Any, str, int, int, int]:
         raw_doc = None if value is None else bson.encode(value)
         return raw_doc, "doc", 1, int(value is not None), len(raw_doc or b"")
     return value, "value", 1, 0, 0
+
+
+# --------------------------------------------------------------------------- the modelled network
+
+
+class _Network:
+    """Replies that land ``seconds`` after their request and wake the event loop as a socket does.
+
+    ``asyncio.sleep`` is a timer, and the loop's epoll waits whole milliseconds, rounded
+    up: a 1 ms timer armed before half a millisecond of client work fires up to 1 ms late
+    (+0.5 ms median here), while a real reply wakes epoll the moment its bytes land. So
+    one thread holds the pending replies, waits until the next is due (a timed wait, as
+    precise as the sync side's ``time.sleep``), and hands it to its loop with
+    ``call_soon_threadsafe``: a write to the loop's self-pipe, a descriptor becoming
+    readable, as a socket would.
+    """
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._due: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def reply_after(self, seconds: float) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._cv:
+            heapq.heappush(self._due, (time.perf_counter() + seconds, next(self._seq), loop, fut))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="modelled-network", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._due:
+                    self._cv.wait()
+                left = self._due[0][0] - time.perf_counter()
+                if left > 0:
+                    self._cv.wait(left)
+                    continue
+                _, _, loop, fut = heapq.heappop(self._due)
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(_land, fut)
+
+
+def _land(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+NETWORK = _Network()
+
+
+async def network_delay(seconds: float) -> None:
+    """The modelled round trip of an async request (see ``_Network``)."""
+    await NETWORK.reply_after(seconds)

@@ -1,10 +1,12 @@
 """2. Modelled latency: the workloads with a fixed delay per round trip (1 ms and 5 ms).
 
 Each workload's recorded answers are replayed by a collection double that answers
-instantly and sleeps ``delay`` per round trip (``time.sleep`` for sync calls,
-``await asyncio.sleep`` for async ones, getMores included), so wall time is the
-client's own work plus the network and server time the delay stands for, as to an
-Atlas cluster in the same region. Nothing of mongomock's speed is in these numbers.
+instantly and waits ``delay`` per round trip (getMores included): ``time.sleep`` for
+sync calls; for async ones the reply lands from a network thread that wakes the event
+loop as a socket would (``_wire.network_delay``: an ``asyncio.sleep`` timer fires up to
+1 ms late, since epoll waits whole milliseconds). Wall time is the client's own work
+plus the network and server time the delay stands for, as to an Atlas cluster in the
+same region. Nothing of mongomock's speed is in these numbers.
 
 Ours: ``MongoStore`` (sync) and ``AsyncMongoStore`` (native asyncio, concurrent calls
 coalesced into one batch). Theirs: ``MongoDBStore``; its async API runs the sync
