@@ -132,6 +132,35 @@ def test_hybrid_pages_and_filters_are_exact() -> None:
         assert food == [x for x in everything if x[0] in ("k1", "k3", "k5")]
 
 
+def test_hybrid_local_orders_unscored_items_by_their_utc_instant_in_any_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that decodes dates naive (pymongo's default) gives UTC wall times: read
+    as local time (``datetime.timestamp()``), 02:30 on the morning New York springs
+    forward would sort after 03:10; newest first means by the UTC instant."""
+    import time
+    from datetime import datetime
+
+    import mongomock
+
+    from mongostore.drivers.mongomock_compat import patch_mongomock
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        patch_mongomock()
+        coll = mongomock.MongoClient(tz_aware=False).db.hybrid_naive
+        store = MongoStore(coll, index=cfg(hybrid={}))
+        store.setup()
+        for key in ("early", "late"):
+            store.put(("u", "a"), key, {"text": key}, index=False)
+        coll.update_one({"key": "early"}, {"$set": {"updated_at": datetime(2026, 3, 8, 2, 30)}})
+        coll.update_one({"key": "late"}, {"$set": {"updated_at": datetime(2026, 3, 8, 3, 10)}})
+        found = store.search(("u", "a"), query=QUERY, limit=5)
+        assert [(x.key, x.score) for x in found] == [("late", None), ("early", None)]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_hybrid_declared_filter_fields_scope_both_rankings() -> None:
     coll = atlas_collection()
     store = MongoStore(coll, index=cfg(hybrid={}, filter_fields=["kind"]))

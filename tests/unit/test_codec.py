@@ -56,6 +56,42 @@ def test_plain_value_copies_only_what_changed() -> None:
     assert out["keep"] is mixed["keep"] and type(mixed["fix"]) is Int64  # the input is not mutated
 
 
+def test_plain_value_walks_every_container_a_document_class_may_give() -> None:
+    """A client with another ``document_class`` (SON, OrderedDict) decodes values into it:
+    their Int64s come back as ints too, in the same class; untouched ones are the input."""
+    from collections import OrderedDict
+
+    from bson.son import SON
+
+    for cls in (SON, OrderedDict):
+        value = cls([("n", Int64(5)), ("deep", [1, cls([("m", Int64(2**40))])]), ("s", "x")])
+        out = plain_value(value)
+        assert type(out) is cls and out == {"n": 5, "deep": [1, {"m": 2**40}], "s": "x"}
+        assert type(out["n"]) is int and type(out["deep"][1]["m"]) is int
+        same = cls([("a", 1), ("b", [2.5, None, True])])
+        assert plain_value(same) is same
+    assert plain_value(Int64(3)) == 3 and type(plain_value(Int64(3))) is int
+
+
+def test_as_utc_gives_the_same_instant_in_timezone_utc_for_every_decoding() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from bson.tz_util import FixedOffset, utc
+
+    from mongostore.core.codec import as_utc
+
+    instant = datetime(2026, 3, 8, 2, 30, 15, 123000, tzinfo=timezone.utc)
+    for decoded in (
+        instant.replace(tzinfo=None),  # tz_aware=False (pymongo's default)
+        instant,  # tzinfo=timezone.utc
+        instant.astimezone(utc),  # tz_aware=True: bson's own UTC
+        instant.astimezone(FixedOffset(-300, "EST")),  # tz_aware with a tzinfo
+        instant.astimezone(timezone(timedelta(hours=5, minutes=30))),
+    ):
+        got = as_utc(decoded)
+        assert got == instant and got.tzinfo is timezone.utc and got.isoformat() == instant.isoformat()
+
+
 def test_aggregate_results_hold_plain_ints() -> None:
     plan = aggregate_plan([{"$match": {}}])
     step = next(plan)

@@ -30,7 +30,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.codec import ITEM_PROJECTION, epoch_ms
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -249,7 +249,7 @@ def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any,
     # document): unscored, newest first, as on the Atlas path (queries.unscored_pipeline).
     backed = {v["item_id"] for v in vecs if v["text_hash"] in valid.get(v["item_id"], ())}
     unscored = sorted(
-        (d for d in items if d["_id"] not in backed), key=lambda d: (-d["updated_at"].timestamp(), d["_id"])
+        (d for d in items if d["_id"] not in backed), key=lambda d: (-epoch_ms(d["updated_at"]), d["_id"])
     )
     ranked.extend((d["_id"], None) for d in unscored)
     page = ranked[op.offset : op.offset + op.limit]
