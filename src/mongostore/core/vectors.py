@@ -333,14 +333,19 @@ class VectorCache(KeptCandidates):
             single: dict[Any, int] = self._single
             try:
                 found = np.array([single.get((d["_id"], d.get("vectors")), -1) for d in items], dtype=np.int64)
-            except TypeError:
+            except TypeError:  # a stored-fields read (the embedded engine): all in the general loop
                 found = np.full(len(items), -1, dtype=np.int64)
             quick = np.flatnonzero(found >= 0)
-            rest = np.flatnonzero(found < 0).tolist() if quick.size < len(items) else []
+            if not quick.size:
+                rest: Sequence[int] = range(len(items))
+            else:
+                rest = np.flatnonzero(found < 0).tolist() if quick.size < len(items) else ()
             index, rows, missing, unscored, scored, per_item = self._map_general(items, rest)
             item_index = quick
             row_ids = found[quick]
-            if index:
+            if not quick.size:
+                item_index, row_ids = np.asarray(index, dtype=np.int64), np.asarray(rows, dtype=np.int64)
+            elif index:
                 item_index = np.concatenate([quick, np.asarray(index, dtype=np.int64)])
                 row_ids = np.concatenate([row_ids, np.asarray(rows, dtype=np.int64)])
                 order = np.argsort(item_index, kind="stable")  # item order, as each item's rows
@@ -350,7 +355,7 @@ class VectorCache(KeptCandidates):
             return cands
 
     def _map_general(
-        self, items: list[dict[str, Any]], positions: list[int]
+        self, items: list[dict[str, Any]], positions: Sequence[int]
     ) -> tuple[list[int], list[int], list[str], list[dict[str, Any]], int, int]:
         """``candidates`` for the items at ``positions``: (item positions, rows, missing ids,
         unscored items, items scored, most rows per item); stale rows are released."""
@@ -374,6 +379,11 @@ class VectorCache(KeptCandidates):
                 continue
             if listed.__class__ is str:  # a compact read's one hash (local_candidate_reads)
                 listed = (listed,)
+            if len(held) == 1 and len(listed) == 1 and hash_of[held[0]] == listed[0]:  # a stored-fields read
+                item_index.append(i)
+                rows.append(held[0])
+                scored += 1
+                continue
             found = 0
             for r in held:
                 if hash_of[r] in listed:
