@@ -146,14 +146,14 @@ class AsyncReplay(SyncReplay):
 
             def find(*args: Any, **kwargs: Any) -> _AsyncLazyCursor:
                 async def done(_c: Any) -> list[Any]:
-                    return (await self._aanswer("find", args, kwargs)).value(self.codec_options)  # type: ignore[no-any-return]
+                    return (await self._aanswer("find", args, kwargs)).value()  # type: ignore[no-any-return]
 
                 return _AsyncLazyCursor(None, done)
 
             return find
 
         async def call(*args: Any, **kwargs: Any) -> Any:
-            value = (await self._aanswer(name, args, kwargs)).value(self.codec_options)
+            value = (await self._aanswer(name, args, kwargs)).value()
             return _AsyncListCursor(value) if name in CURSOR_METHODS else value
 
         return call

@@ -11,7 +11,6 @@ from typing import Any
 
 import _setup  # noqa: F401  (first: this checkout's src/ and tests/ on sys.path)
 from _wire import (
-    CODEC,
     COUNTED,
     CURSOR_METHODS,
     Answer,
@@ -23,7 +22,6 @@ from _wire import (
     network_delay,
     request_size,
 )
-from bson.codec_options import CodecOptions
 
 from mongostore.drivers.mongomock_compat import is_fake
 
@@ -116,10 +114,6 @@ class SyncProxy:
     @property
     def database(self) -> SyncDatabaseProxy:
         return SyncDatabaseProxy(self._inner.database, self._w)
-
-    def with_options(self, **kwargs: Any) -> SyncProxy:
-        """The inner collection's view (other codec options), still counted and recorded."""
-        return type(self)(self._inner.with_options(**kwargs), self._w)
 
     def _request(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, int]:
         """(replay key, bytes sent), taken before the call: mongomock mutates some arguments."""
@@ -235,15 +229,6 @@ class SyncReplay:
         self.name = name
         self.full_name = f"{getattr(database, 'name', 'db')}.{name}"
         self.database = database
-        self.codec_options: CodecOptions[Any] = CODEC  # what answers are decoded with, as in pymongo
-
-    def with_options(self, codec_options: CodecOptions[Any] | None = None, **_: Any) -> SyncReplay:
-        """A view of the same tape decoding with other codec options (pymongo's ``with_options``)."""
-        view = object.__new__(type(self))
-        view.__dict__.update(self.__dict__)
-        if codec_options is not None:
-            view.codec_options = codec_options
-        return view
 
     def _answer(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Answer:
         # What pymongo does in the client before any byte leaves: the request as BSON
@@ -263,12 +248,12 @@ class SyncReplay:
         if name == "find":
 
             def find(*args: Any, **kwargs: Any) -> _LazyCursor:
-                return _LazyCursor(None, lambda _c: self._answer("find", args, kwargs).value(self.codec_options))
+                return _LazyCursor(None, lambda _c: self._answer("find", args, kwargs).value())
 
             return find
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            value = self._answer(name, args, kwargs).value(self.codec_options)
+            value = self._answer(name, args, kwargs).value()
             return _ListCursor(value) if name in CURSOR_METHODS else value
 
         return call

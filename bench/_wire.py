@@ -140,16 +140,16 @@ class Answer:
 
     _joined: bytes | None = field(default=None, repr=False)
 
-    def value(self, codec: CodecOptions[Any] = CODEC) -> Any:
-        """A fresh copy, decoded from BSON as pymongo would with the collection's ``codec``:
+    def value(self) -> Any:
+        """A fresh copy, decoded from BSON as pymongo would with a tz-aware client:
         a cursor's documents in one ``decode_all`` (pymongo decodes each reply so, through
         ``_decode_all_selective``), not one ``decode`` call per document."""
         if self.kind == "cursor":
             if self._joined is None:
                 self._joined = b"".join(self.raw)
-            return bson.decode_all(self._joined, codec)
+            return bson.decode_all(self._joined, CODEC)
         if self.kind == "doc":
-            return None if self.raw is None else bson.decode(self.raw, codec)
+            return None if self.raw is None else bson.decode(self.raw, CODEC)
         return self.raw
 
 
