@@ -127,7 +127,6 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-
 def stored_instant(value: datetime | int) -> datetime:
     """A date as a candidate read gives it: a date (naive UTC or aware), or milliseconds
     since the epoch (a server's ``$toLong``, in compact candidate reads), as an aware UTC date."""
@@ -155,7 +154,7 @@ def plain_value(value: Any) -> Any:
     t = type(value)
     if t in _PLAIN_LEAVES:
         return value
-    if t is dict:
+    if t is dict or isinstance(value, dict):  # or a document_class such as SON: copied as its class
         changed: dict[str, Any] | None = None
         for k, v in value.items():
             if type(v) in _PLAIN_LEAVES:
@@ -163,20 +162,14 @@ def plain_value(value: Any) -> Any:
             p = plain_value(v)
             if p is not v:
                 if changed is None:
-                    changed = dict(value)
+                    changed = type(value)(value)
                 changed[k] = p
         return value if changed is None else changed
-    if t is list:
+    if t is list or isinstance(value, list):
         out = [v if type(v) in _PLAIN_LEAVES else plain_value(v) for v in value]
         return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     if isinstance(value, Int64):
         return int(value)
-    if isinstance(value, dict):  # a document_class other than dict (SON, a subclass)
-        converted = {k: plain_value(v) for k, v in value.items()}
-        return value if all(converted[k] is v for k, v in value.items()) else type(value)(converted)
-    if isinstance(value, list):
-        items = [plain_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
 
 

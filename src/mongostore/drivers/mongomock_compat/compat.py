@@ -107,8 +107,9 @@ def _patch_date_to_long() -> None:
 
     from mongomock import aggregate
 
+    from mongostore.core.codec import epoch_ms
+
     original: Any = aggregate._Parser._handle_type_convertion_operator
-    epoch = datetime.datetime(1970, 1, 1)
 
     @functools.wraps(original)
     def handle(self: Any, operator: str, values: Any) -> Any:
@@ -118,8 +119,7 @@ def _patch_date_to_long() -> None:
             except KeyError:
                 parsed = None
             if isinstance(parsed, datetime.datetime):
-                naive_utc = parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
-                return (naive_utc - epoch) // datetime.timedelta(milliseconds=1)
+                return epoch_ms(parsed)  # a naive date is UTC, as mongomock stores them
         return original(self, operator, values)
 
     aggregate._Parser._handle_type_convertion_operator = handle  # type: ignore[method-assign]
