@@ -336,20 +336,17 @@ class VectorCache(KeptCandidates):
             except TypeError:  # a stored-fields read (the embedded engine): all in the general loop
                 found = np.full(len(items), -1, dtype=np.int64)
             quick = np.flatnonzero(found >= 0)
-            if not quick.size:
-                rest: Sequence[int] = range(len(items))
-            else:
-                rest = np.flatnonzero(found < 0).tolist() if quick.size < len(items) else ()
+            rest: Sequence[int] = range(len(items))  # none looked up (a stored-fields read)
+            if quick.size:
+                rest = np.flatnonzero(found < 0).tolist()
             index, rows, missing, unscored, scored, per_item = self._map_general(items, rest)
-            item_index = quick
-            row_ids = found[quick]
-            if not quick.size:
-                item_index, row_ids = np.asarray(index, dtype=np.int64), np.asarray(rows, dtype=np.int64)
-            elif index:
+            item_index, row_ids = quick, found[quick]
+            if index:  # the general loop's rows, merged in item order (each item's rows as it gave them)
                 item_index = np.concatenate([quick, np.asarray(index, dtype=np.int64)])
                 row_ids = np.concatenate([row_ids, np.asarray(rows, dtype=np.int64)])
-                order = np.argsort(item_index, kind="stable")  # item order, as each item's rows
-                item_index, row_ids = item_index[order], row_ids[order]
+                if quick.size:
+                    order = np.argsort(item_index, kind="stable")
+                    item_index, row_ids = item_index[order], row_ids[order]
             cands = Candidates(items, item_index, row_ids, int(quick.size) + scored, per_item, missing, unscored)
             cands.gens = self._gen[cands.rows]
             return cands
