@@ -30,7 +30,8 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION, epoch_ms
+from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.kept import newest_first
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -248,9 +249,7 @@ def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any,
     # No valid vector at all (none listed, or none of the listed hashes has a vector
     # document): unscored, newest first, as on the Atlas path (queries.unscored_pipeline).
     backed = {v["item_id"] for v in vecs if v["text_hash"] in valid.get(v["item_id"], ())}
-    unscored = sorted(
-        (d for d in items if d["_id"] not in backed), key=lambda d: (-epoch_ms(d["updated_at"]), d["_id"])
-    )
+    unscored = newest_first([d for d in items if d["_id"] not in backed])
     ranked.extend((d["_id"], None) for d in unscored)
     page = ranked[op.offset : op.offset + op.limit]
     if not page:
