@@ -14,8 +14,6 @@ from mongostore.core.queries import IndexSpec, Role, WriteRequest
 
 __all__ = [
     "Aggregate",
-    "Attempt",
-    "Attempted",
     "Capabilities",
     "Count",
     "CreateIndexes",
@@ -100,23 +98,6 @@ class Parallel:
     """Independent steps; the async driver runs them concurrently -> list of answers."""
 
     steps: tuple[Step, ...]
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """Run ``step``; its exception comes back as a value -> ``Attempted``.
-
-    For steps sent together in one ``Parallel`` whose outcomes must each be known:
-    a read that fails must not hide whether the write beside it landed.
-    """
-
-    step: Step
-
-
-@dataclass(frozen=True)
-class Attempted:
-    value: Any = None
-    error: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -220,10 +201,8 @@ class Sleep:
     seconds: float
 
 
-
 Step = (
-    Attempt
-    | Find
+    Find
     | Aggregate
     | Count
     | Write

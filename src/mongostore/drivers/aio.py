@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -18,12 +17,10 @@ from langchain_core.embeddings import Embeddings
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 
 from mongostore.config import VectorSearchMode
-from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
+from mongostore.core.plan import Plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
     Aggregate,
-    Attempt,
-    Attempted,
     Capabilities,
     Count,
     CreateIndexes,
@@ -45,7 +42,7 @@ from mongostore.core.steps import (
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.backend import Backend, backend_for
+from mongostore.drivers.backend import Backend
 
 T = TypeVar("T")
 
@@ -67,6 +64,14 @@ async def run_async(plan: Plan, io: AsyncIO) -> Any:
             return stop.value
 
 
+def _is_motor(client: Any) -> bool:
+    try:
+        from motor.motor_asyncio import AsyncIOMotorClient
+    except ImportError:
+        return False
+    return isinstance(client, AsyncIOMotorClient)
+
+
 async def _maybe_await(value: Awaitable[T] | T) -> T:
     if inspect.isawaitable(value):
         return await value
@@ -78,8 +83,8 @@ async def _to_list(cursor: Any) -> list[Any]:
     return list(await cursor.to_list(length=None))
 
 
-class AsyncIO:
-    """Runs steps against pymongo ``AsyncCollection`` s or Motor collections."""
+class AsyncIO(shared.IOBase):
+    """Runs steps against pymongo ``AsyncCollection`` s or Motor; remembers the server's capabilities."""
 
     def __init__(
         self,
@@ -88,24 +93,9 @@ class AsyncIO:
         embeddings: Embeddings | None,
         mode: VectorSearchMode = "auto",
         backend: Backend | None = None,
-    ):
-        self.backend = backend if backend is not None else backend_for(items)
-        self.items = items
-        self.vectors = vectors
-        self.embeddings = embeddings
-        self.mode = mode
-        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
-        self.caps: Capabilities | None = None  # plus the search state: what searches need
-        self.recheck_seconds = shared.RECHECK_SECONDS
-        self._checked_at = 0.0
+    ) -> None:
+        super().__init__(items, vectors, embeddings, mode, backend)
         self._probe_lock: asyncio.Lock | None = None
-
-    def coll(self, role: Role) -> Any:
-        if role == "vectors":
-            if self.vectors is None:
-                raise shared.no_vectors_error()
-            return self.vectors
-        return self.items
 
     def _lock(self) -> asyncio.Lock:
         if self._probe_lock is None:
@@ -119,33 +109,21 @@ class AsyncIO:
             if self.server is None:
                 client = self.items.database.client
                 # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
-                has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
-                    "motor"
-                )
-                plan = server_probe_plan(
-                    fake=self.backend.emulated, has_client_bulk=has_bulk, local=self.backend.local_file
-                )
-                self.server = await run_async(plan, self)
+                has_bulk = callable(getattr(client, "bulk_write", None)) and not _is_motor(client)
+                self.server = await run_async(self.server_plan(has_bulk), self)
         return self.server
 
     async def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
-        if not shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
-            assert self.caps is not None
-            return self.caps
-        server = await self.server_info()
-        async with self._lock():
-            if shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
-                has_vectors = self.vectors is not None
-                plan = search_probe_plan(
-                    server, has_vectors=has_vectors, mode=self.mode, index_name=index_name, previous=self.caps
-                )
-                self.caps, self._checked_at = await run_async(plan, self), time.monotonic()
+        if self.probe_due(refresh):
+            server = await self.server_info()
+            async with self._lock():
+                if self.probe_due(refresh):
+                    self.note_caps(await run_async(self.search_plan(server, index_name), self))
         assert self.caps is not None
         return self.caps
 
     async def disable_vector_search(self, step: DisableVectorSearch) -> None:
-        base = self.caps or await self.server_info()
-        self.caps, self._checked_at = shared.disabled(base, step), time.monotonic()
+        self.note_disabled(self.caps or await self.server_info(), step)
 
     async def write(self, step: Write) -> WriteOutcome:
         caps = await self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
@@ -192,13 +170,6 @@ async def _all(aws: Iterable[Awaitable[Any]]) -> list[Any]:
     return list(await asyncio.gather(*pending))
 
 
-async def _attempt(io: AsyncIO, step: Attempt) -> Attempted:
-    try:
-        return Attempted(await io.execute(step.step))
-    except Exception as exc:
-        return Attempted(error=exc)
-
-
 async def _embed(io: AsyncIO, step: Embed) -> list[list[float]]:
     assert io.embeddings is not None
     return await io.embeddings.aembed_documents(list(step.texts))
@@ -234,7 +205,6 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
-    Attempt: _attempt,
     Write: lambda io, s: io.write(s),
     Embed: _embed,
     Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
