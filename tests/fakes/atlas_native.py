@@ -195,8 +195,9 @@ def check_update(old: Mapping[str, Any], new: Mapping[str, Any], name: str) -> N
     if not before:
         return
     if not after:
-        raise _fail("For a vector search index definition, you cannot convert a type:autoEmbed to a type:vector",
-                    BAD_VALUE)
+        raise _fail(
+            "For a vector search index definition, you cannot convert a type:autoEmbed to a type:vector", BAD_VALUE
+        )
     if before != after:
         raise _fail(
             f"Index: {name} cannot update type:autoEmbed fields. To modify an index containing Automated "

@@ -116,7 +116,8 @@ def test_rank_fusion_breaks_ties_by_id_ascending() -> None:
     coll = atlas_collection()
     coll.insert_many([{"_id": i} for i in ("c", "a", "d", "b")])
     # two pipelines in opposite orders: every document gets 1/(60+r) + 1/(60+5-r), pairs tie
-    fusion = {"$rankFusion": {"input": {"pipelines": {"down": [{"$sort": {"_id": -1}}], "up": [{"$sort": {"_id": 1}}]}}}}
+    pipelines = {"down": [{"$sort": {"_id": -1}}], "up": [{"$sort": {"_id": 1}}]}
+    fusion = {"$rankFusion": {"input": {"pipelines": pipelines}}}
     got = run(coll, [fusion, {"$project": {"s": {"$meta": "score"}}}])
     assert [d["_id"] for d in got] == ["a", "d", "b", "c"]  # a/d tie (ranks 1+4), b/c tie (2+3)
     assert got[0]["s"] == pytest.approx(got[1]["s"]) and got[2]["s"] == pytest.approx(got[3]["s"])
