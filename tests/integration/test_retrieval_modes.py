@@ -441,3 +441,36 @@ async def test_async_store_runs_auto_embed_and_rerank_like_the_sync_store() -> N
     got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10, offset=1))
     assert got == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=10, offset=1))
     assert len([s for s in got if s[1] is not None]) == 3  # 4 reranked, minus the one skipped by offset
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def test_auto_embed_refuses_models_a_vector_index_cannot_use_before_any_io() -> None:
+    """voyage-code-4 is for $search's autoEmbed type only: refused at construction, naming the valid models."""
+    coll = atlas_collection()
+    for model in ("voyage-code-4", "voyage-3"):
+        with pytest.raises(ConfigurationError, match=model) as err:
+            MongoStore(coll, index={"embed": f"atlas:{model}"})
+        for valid in ("voyage-4", "voyage-4-large", "voyage-4-lite", "voyage-code-3"):
+            assert valid in str(err.value)
+    assert coll.atlas.aggregate_calls == 0 and coll.atlas.list_search_indexes_calls == 0
+    with pytest.raises(ConfigurationError, match=r"\$search indexes only"):
+        MongoStore(coll, index={"embed": "atlas:voyage-code-4"})
+
+
+def test_auto_embed_field_change_says_it_is_never_updated_and_how_to_recover() -> None:
+    """mongot refuses autoEmbed field updates everywhere (AutoEmbeddingIndexValidator): no update
+    is sent, and the error says to drop and recreate, or to use a new index name."""
+    coll = atlas_collection()
+    MongoStore(coll, index={"embed": "atlas:voyage-4"}).setup()
+    changed = MongoStore(coll, index={"embed": "atlas:voyage-4-lite"})
+    with pytest.raises(VectorIndexError) as err:
+        changed.setup()
+    message = str(err.value)
+    assert "never updates autoEmbed fields" in message and "Atlas Local" not in message
+    assert "drop_search_index('mongostore_vectors')" in message and "index_name" in message
+    assert coll.atlas.update_calls == 0
+    # filter fields of an automated-embedding index may change: that update is sent
+    MongoStore(coll, index={"embed": "atlas:voyage-4", "filter_fields": ["kind"]}).setup()
+    assert coll.atlas.update_calls == 1

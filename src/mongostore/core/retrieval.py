@@ -53,8 +53,11 @@ __all__ = [
     "with_text",
 ]
 
-# The autoEmbed field type page lists these models and dimensions (docs/decisions.md).
-AUTO_EMBED_MODELS = ("voyage-4-lite", "voyage-4", "voyage-4-large", "voyage-code-4", "voyage-code-3")
+# The models of a vectorSearch index's autoEmbed field (the autoEmbed docs; mongot's
+# VoyageClient and search-index-schema autoEmbed.json). voyage-code-4 exists only for
+# $search's autoEmbed type, so a vectorSearch index refuses it (issue 28).
+AUTO_EMBED_MODELS = ("voyage-4", "voyage-4-large", "voyage-4-lite", "voyage-code-3")
+SEARCH_ONLY_MODELS = ("voyage-code-4",)
 AUTO_EMBED_DIMENSIONS = (256, 512, 1024, 2048)
 AUTO_EMBED_DEFAULT_DIMENSIONS = 1024
 # The $rerank page lists these models; numDocsToRerank must be <= 1000.
@@ -120,7 +123,11 @@ def _only_keys(spec: Mapping[str, Any], allowed: set[str], what: str) -> None:
 def auto_embed_settings(model: str, dims: int | None) -> AutoEmbedSettings:
     """``embed="atlas:<model>"`` (ValueError with what was wrong)."""
     if model not in AUTO_EMBED_MODELS:
-        raise ValueError(f"automated embedding model {model!r} is not one of {list(AUTO_EMBED_MODELS)}")
+        why = " (it is for $search indexes only)" if model in SEARCH_ONLY_MODELS else ""
+        raise ValueError(
+            f"automated embedding model {model!r} cannot embed for a vectorSearch index{why}; "
+            f"use one of {', '.join(AUTO_EMBED_MODELS)}"
+        )
     if dims is None:
         return AutoEmbedSettings(model)
     if dims not in AUTO_EMBED_DIMENSIONS:

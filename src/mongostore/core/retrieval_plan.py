@@ -288,6 +288,34 @@ def create_vector_index(name: str, definition: dict[str, Any], index: IndexSetti
         ) from exc
 
 
+def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any]) -> VectorIndexError | None:
+    """The error for an update that would change an automated-embedding field (None: it may run).
+
+    mongot refuses, on Atlas and everywhere else, to update ``autoEmbed`` fields or to turn
+    them into ``vector`` fields (``AutoEmbeddingIndexValidator``); filter fields may change.
+    So say so before asking, and how to get the wanted definition.
+    """
+
+    def auto(defn: dict[str, Any]) -> list[Any]:
+        return [f for f in defn.get("fields") or () if isinstance(f, dict) and f.get("type") == "autoEmbed"]
+
+    before, after = auto(existing), auto(wanted)
+    if not before and not after:
+        return None
+    same = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in before] == [
+        (f.get("path"), f.get("model"), f.get("numDimensions")) for f in after
+    ]
+    if same:
+        return None
+    return VectorIndexError(
+        f"vector search index {name!r} would have to change its automated embedding (autoEmbed) field "
+        f"({before or 'none'} -> {after or 'none'}); MongoDB never updates autoEmbed fields in place, on Atlas "
+        f"or anywhere else: drop the index and let setup() create it again "
+        f"(vectors_collection.drop_search_index({name!r}), then store.setup(); searches fail until it is built), "
+        "or set index_name to a new name to build the new index next to the old one"
+    )
+
+
 def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
     """Create (or update) the hybrid mode's ``$search`` index.
 

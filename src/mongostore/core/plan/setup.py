@@ -142,6 +142,10 @@ def _create_or_update(
     Returns False when the server turned out to have no search (searches rank locally).
     """
     updated = False
+    latest = existing[0].get("latestDefinition") or {} if existing else None
+    refused = modes.auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
+    if refused is not None:  # before any I/O: mongot never updates autoEmbed fields
+        raise refused
     try:
         if not existing:
             logger.info("creating vector search index %r", index.index_name)
