@@ -474,3 +474,37 @@ def test_auto_embed_field_change_says_it_is_never_updated_and_how_to_recover() -
     # filter fields of an automated-embedding index may change: that update is sent
     MongoStore(coll, index={"embed": "atlas:voyage-4", "filter_fields": ["kind"]}).setup()
     assert coll.atlas.update_calls == 1
+
+
+@pytest.mark.parametrize("answer", ["unrecognized stage (40324)", "feature flag off (224)"])
+def test_refused_rank_fusion_fuses_locally_and_keeps_vector_search_on(answer: str) -> None:
+    """A server that refuses $rankFusion (no such stage, or 224 QueryFeatureNotAllowed behind a
+    disabled feature flag) gets the local fusion, as below 8.0; $vectorSearch stays on."""
+    coll = atlas_collection()
+    state = native_state(coll.atlas)
+    if answer.endswith("(224)"):
+        state.rank_fusion_flag_off = True
+    else:
+        state.rank_fusion_enabled = False
+    store = MongoStore(coll, index=cfg(hybrid={}))
+    store.setup()
+    fill(store)
+    reference = MongoStore(in_memory_collection(), index=cfg(hybrid={}))
+    fill(reference)
+    want = keys_scores(reference.search(("u", "a"), query=QUERY))
+    for _ in range(2):
+        assert keys_scores(store.search(("u", "a"), query=QUERY)) == want
+    assert store.status()["search_path"] == "atlas"  # plain vector search was not switched off
+
+
+def test_refused_rerank_raises_naming_rerank_and_keeps_vector_search_on() -> None:
+    coll = atlas_collection()
+    native_state(coll.atlas).rerank_enabled = False  # e.g. Native Reranking not enabled in the project
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2"}))
+    store.setup()  # setup() cannot see the project setting: the first search says it
+    fill(store)
+    for _ in range(2):
+        with pytest.raises(ConfigurationError, match=r"refused \$rerank.*Native Reranking enabled"):
+            store.search(("u", "a"), query=QUERY)
+    assert store.status()["search_path"] == "atlas"
+    assert len(store.search(("u", "a"))) == 7  # a search without a query needs no reranker

@@ -17,6 +17,7 @@ Which path runs:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Generator, Sequence
@@ -52,7 +53,22 @@ MAX_CANDIDATES = 10_000
 RANK_FUSION_VERSION = (8, 0)
 RERANK_VERSION = (8, 3)
 
-__all__ = ["first_reads", "needs_atlas", "path_for", "search_plan", "setup_checks", "uses_modes"]
+# A stage the server does not know (40324), a stage behind a disabled feature flag (224
+# QueryFeatureNotAllowed: $rankFusion on builds with featureFlagRankFusion off), or an
+# uncoded refusal from a server that only speaks the protocol.
+UNRECOGNIZED_STAGE = 40324
+QUERY_FEATURE_NOT_ALLOWED = 224
+
+__all__ = [
+    "NoRankFusion",
+    "first_reads",
+    "needs_atlas",
+    "path_for",
+    "refused_stage",
+    "search_plan",
+    "setup_checks",
+    "uses_modes",
+]
 
 
 def uses_modes(index: IndexSettings | None) -> bool:
@@ -86,14 +102,24 @@ def needs_atlas(index: IndexSettings, detail: str) -> ConfigurationError | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class NoRankFusion(Capabilities):
+    """The server has ``$vectorSearch`` but refused ``$rankFusion`` (``refused_stage``):
+    hybrid searches of this batch fuse locally; plain vector search stays on."""
+
+
+def _has_rank_fusion(caps: Capabilities) -> bool:
+    return not isinstance(caps, NoRankFusion) and _at_least(caps, RANK_FUSION_VERSION)
+
+
 def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
     """``atlas`` or ``local`` for a search of this index; raises for Atlas-only modes."""
     if use_atlas:
-        if index.hybrid is not None and not _at_least(caps, RANK_FUSION_VERSION):
+        if index.hybrid is not None and not _has_rank_fusion(caps):
             if index.auto_embed is not None or index.rerank is not None:
                 raise ConfigurationError(
                     f"index['hybrid'] with automated embedding or reranking needs $rankFusion (MongoDB 8.0+); "
-                    f"this server is {caps.server_version}"
+                    f"this server is {caps.server_version} ({caps.detail})"
                 )
             return "local"
         return "atlas"
@@ -101,6 +127,35 @@ def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
     if err is not None:
         raise err
     return "local"
+
+
+def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) -> Capabilities | None:
+    """A search read failed: was it the server refusing ``$rerank`` or ``$rankFusion``?
+
+    Read narrowly (issue 28): only an unknown stage (40324), a feature-flagged one (224) or an
+    uncoded refusal, naming the stage (224 is ``$rankFusion``'s answer on builds with the flag
+    off). ``$rankFusion`` refused: returns the capabilities for this batch, hybrid searches
+    fusing locally as below 8.0. ``$rerank`` refused: raises the ``ConfigurationError`` that
+    names ``$rerank``. Neither switches off ``$vectorSearch``. None: not such a refusal (the
+    caller reads it as for any search, e.g. "no search at all" -> rank locally).
+    """
+    if not isinstance(exc, OperationFailure) or exc.code not in (UNRECOGNIZED_STAGE, QUERY_FEATURE_NOT_ALLOWED, None):
+        return None
+    message = str((exc.details or {}).get("errmsg") or exc)
+    if index.rerank is not None and "$rerank" in message:
+        raise ConfigurationError(
+            f"reranking (index['rerank'], $rerank with {index.rerank.model}): the server refused $rerank "
+            f"({message}). $rerank needs MongoDB Atlas 8.3+ with Native Reranking enabled in the Atlas project "
+            "(setup() cannot see that setting); remove index['rerank'] to search without reranking"
+        ) from exc
+    if index.hybrid is not None and ("$rankFusion" in message or exc.code == QUERY_FEATURE_NOT_ALLOWED):
+        logger.warning(
+            "the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message
+        )
+        fields = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps)}
+        fields["detail"] = f"$rankFusion refused: {message}"
+        return NoRankFusion(**fields)
+    return None
 
 
 # --------------------------------------------------------------------------- reads
