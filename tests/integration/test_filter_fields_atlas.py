@@ -72,3 +72,25 @@ def test_nested_filter_field_names_are_checked() -> None:
             MongoStore(in_memory_collection(), index=cfg(filter_fields=[bad]))
     with pytest.raises(ConfigurationError, match="one may not hold the other"):
         MongoStore(in_memory_collection(), index=cfg(filter_fields=["metadata", "metadata.available"]))
+
+
+@pytest.mark.parametrize(
+    ("fields", "flt"),
+    [(["kind"], {"kind": "fruit"}), (["metadata.available"], {"metadata": {"available": True}})],
+)
+def test_setup_copies_added_filter_fields_onto_existing_vectors(fields: list[str], flt: dict[str, Any]) -> None:
+    """After a filter field is added and setup() runs, a filtered semantic search returns the
+    same items as before the change, less those the filter drops (issue 28 item 7)."""
+    coll = atlas_collection()
+    before = MongoStore(coll, index=cfg())
+    before.setup()
+    before.batch([PutOp(op.namespace, op.key, {**(op.value or {}), "kind": "fruit"}) for op in puts()])
+    before.put(("a",), "veg", {"product": "pear-shaped squash", "kind": "veg", "metadata": {"available": True}})
+    unfiltered = keys(before.search(("a",), query="pears", limit=20))
+    after = MongoStore(coll, index=cfg(filter_fields=fields))
+    after.setup()
+    got = keys(after.search(("a",), query="pears", filter=flt, limit=20))
+    assert coll.atlas.requests[-1].filter is not None and "$and" in coll.atlas.requests[-1].filter  # pre-filtered
+    reference = keys(before.search(("a",), query="pears", filter=flt, limit=20))  # post-filtered, exact
+    assert got == reference and got == [kv for kv in unfiltered if kv[0] in {k for k, _ in reference}]
+    assert len(got) >= 2

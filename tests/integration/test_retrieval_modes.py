@@ -508,3 +508,64 @@ def test_refused_rerank_raises_naming_rerank_and_keeps_vector_search_on() -> Non
             store.search(("u", "a"), query=QUERY)
     assert store.status()["search_path"] == "atlas"
     assert len(store.search(("u", "a"))) == 7  # a search without a query needs no reranker
+
+
+def test_rerank_over_vectors_written_before_reranking_was_on() -> None:
+    """Vector documents from before reranking have no `text`, which fails $rerank (the $rerank
+    page); the stage is guarded, and setup() gives them their text from the items."""
+    coll = atlas_collection()
+    plain = MongoStore(coll, index=cfg())
+    plain.setup()
+    fill(plain)
+    assert plain.vectors_collection.count_documents({"text": {"$exists": True}}) == 0
+    idx = cfg(rerank={"model": "rerank-2.5", "candidates": 20})
+    reranked = MongoStore(coll, index=idx)
+    reranked.search(("u", "a"), query=QUERY)  # no raw OperationFailure before setup()
+    reranked.setup()
+    assert reranked.vectors_collection.count_documents({"text": {"$exists": False}}) == 0
+    fresh = MongoStore(atlas_collection(), index=idx)
+    fresh.setup()
+    fill(fresh)
+    got = keys_scores(reranked.search(("u", "a"), query=QUERY, limit=10))
+    assert got == keys_scores(fresh.search(("u", "a"), query=QUERY, limit=10))
+    assert [k for k, s in got if s is not None] and got[-1] == ("plain", None)
+
+
+def test_auto_embed_over_vectors_written_with_client_embeddings() -> None:
+    """Switching to automated embedding (a new index name): setup() gives the old vector
+    documents their text, so their items are embedded by Atlas instead of dropping out."""
+    coll = atlas_collection()
+    plain = MongoStore(coll, index=cfg())
+    plain.setup()
+    fill(plain)
+    auto = MongoStore(coll, index={"embed": "atlas:voyage-4", "fields": ["text"], "index_name": "auto"})
+    auto.setup()
+    found = auto.search(("u", "a"), query=QUERY, limit=10)
+    assert {x.key for x in found if x.score is not None} == set(MEMORIES)
+    assert auto.vectors_collection.count_documents({"embedding": {"$exists": True}}) == 0
+
+
+@pytest.mark.parametrize("fields", [["text", "notes[*]"], ["$"], ["{text,title}"]])
+def test_setup_backfills_the_texts_a_put_would_store_for_any_path(fields: list[str]) -> None:
+    """The backfilled text is the one a put stores (same extraction, hash checked), on the local
+    path too (hybrid's local fusion reads it); a vector whose item changed gets none."""
+    value = {"text": "pizza", "title": "food", "notes": ["olives", "cheese"]}
+    old = MongoStore(
+        in_memory_collection(collection_name="old"), index={"dims": DIMS, "embed": emb(), "fields": fields}
+    )
+    old.put(("u",), "k", value)
+    old.vectors_collection.update_one({}, {"$set": {"text_hash": "stale"}})  # one stale vector
+    hybrid = MongoStore(old.collection, index={"dims": DIMS, "embed": emb(), "fields": fields, "hybrid": {}})
+    hybrid.setup()
+    fresh = MongoStore(in_memory_collection(collection_name="fresh"), index=hybrid_cfg(fields))
+    fresh.put(("u",), "k", value)
+    texts = {d["field"]: d.get("text") for d in hybrid.vectors_collection.find()}
+    want = {d["field"]: d["text"] for d in fresh.vectors_collection.find()}
+    stale = [f for f, t in texts.items() if t is None]
+    assert len(stale) == 1 and {f: t for f, t in texts.items() if t is not None} == {
+        f: t for f, t in want.items() if f not in stale
+    }
+
+
+def hybrid_cfg(fields: list[str]) -> dict[str, Any]:
+    return {"dims": DIMS, "embed": emb(), "fields": fields, "hybrid": {}}

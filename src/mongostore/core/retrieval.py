@@ -314,8 +314,18 @@ def after_search(
     )
 
 
+def rerank_guard() -> dict[str, Any]:
+    """What goes before ``$rerank``: only documents that have a ``text`` string.
+
+    The ``$rerank`` page: "the query fails if a path field does not exist"; ``$match`` such
+    documents out or ``$set`` the field first. Vector documents written before a mode that
+    stores text was turned on have none until ``setup()`` gives them theirs (``plan.backfill``).
+    """
+    return {"$match": {TEXT_PATH: {"$type": "string"}}}
+
+
 def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:
-    """``$rerank`` on the vector documents' ``text`` (present on every one of them)."""
+    """``$rerank`` on the vector documents' ``text`` (after ``rerank_guard``)."""
     return {"$rerank": {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": num_docs, "model": model}}
 
 

@@ -204,6 +204,9 @@ def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, 
             )
         ]
     if index.rerank is not None:
+        # $rerank fails the query when a candidate lacks `path` (the $rerank page): a vector
+        # document written before reranking was on has no text until setup() backfills it.
+        stages.append(r.rerank_guard())
         stages.append(r.rerank_stage(query, index.rerank.model, index.rerank.candidates))
     score = {"$meta": "vectorSearchScore"} if index.hybrid is None and index.rerank is None else {"$meta": "score"}
     return stages + r.after_search(
@@ -355,8 +358,8 @@ def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any
         return [f for f in defn.get("fields") or () if isinstance(f, dict) and f.get("type") == "autoEmbed"]
 
     before, after = auto(existing), auto(wanted)
-    if not before and not after:
-        return None
+    if not before:
+        return None  # a vector index may become an automated-embedding one: the server says if not
     same = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in before] == [
         (f.get("path"), f.get("model"), f.get("numDimensions")) for f in after
     ]
