@@ -569,3 +569,26 @@ def test_setup_backfills_the_texts_a_put_would_store_for_any_path(fields: list[s
 
 def hybrid_cfg(fields: list[str]) -> dict[str, Any]:
     return {"dims": DIMS, "embed": emb(), "fields": fields, "hybrid": {}}
+
+
+def test_hybrid_local_counts_bm25_statistics_over_the_whole_collection_as_atlas_does() -> None:
+    """Atlas Search's BM25 takes N, document frequencies and the average length over the whole
+    index; other namespaces holding the query's terms change the in-scope order (issue 28 item 1)."""
+    idx = cfg(hybrid={"weights": {"vector": 1, "text": 3}})
+    atlas = MongoStore(atlas_collection(), index=idx)
+    atlas.setup()
+    local = MongoStore(in_memory_collection(), index=idx)
+    ops = [
+        PutOp(("u", "a"), "many", {"text": "pizza pizza pizza"}),
+        PutOp(("u", "a"), "rare", {"text": "friday night"}),
+    ]
+    ops += [PutOp(("u", f"n{i}"), "k", {"text": f"pizza party {i}"}) for i in range(8)]
+    for store in (atlas, local):
+        store.batch(ops)
+    query = "pizza friday"
+    got = keys_scores(atlas.search(("u", "a"), query=query))
+    assert keys_scores(local.search(("u", "a"), query=query)) == got
+    assert [k for k, _ in got] == ["rare", "many"]  # "pizza" is common in the collection, "friday" rare
+    assert keys_scores(local.search(("u",), query=query, limit=20)) == keys_scores(
+        atlas.search(("u",), query=query, limit=20)
+    )

@@ -286,6 +286,15 @@ def search_plan(
     return page
 
 
+CORPUS_BATCH = 100_000
+
+
+def first_scope_is_narrow(op: Any, index: IndexSettings) -> bool:
+    """Whether a local hybrid search's texts in scope may be fewer than the whole corpus."""
+    pre, _ = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    return bool(pre)
+
+
 def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any, first: list[Any]) -> Plan:
     """The exact local fusion: both rankings over the texts in scope, RRF, best per item."""
     assert index.hybrid is not None and query_vector is not None
@@ -293,7 +302,17 @@ def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any,
     keys = [str(v["_id"]) for v in vecs]
     matrix = _vectors.as_matrix([v["embedding"] for v in vecs], index.dims)
     vector_scores = _vectors.similarities(query_vector, matrix, index.similarity).tolist()
-    text_scores = r.lexical_scores(str(op.query), [str(v.get("text") or "") for v in vecs])
+    # The texts in scope are the whole corpus when the scope is everything (documents
+    # without a text are not in a $search index).
+    corpus = [v[r.TEXT_PATH] for v in vecs if isinstance(v.get(r.TEXT_PATH), str)]
+    if first_scope_is_narrow(op, index):
+        # Atlas Search counts BM25's statistics over its whole index (every text of the
+        # vectors collection), not over the scope: read them all, score only those in scope.
+        docs = yield Find(
+            "vectors", {r.TEXT_PATH: {"$exists": True}}, {"_id": 0, r.TEXT_PATH: 1}, batch_size=CORPUS_BATCH
+        )
+        corpus = [d[r.TEXT_PATH] for d in docs if isinstance(d.get(r.TEXT_PATH), str)]
+    text_scores = r.lexical_scores(str(op.query), [str(v.get("text") or "") for v in vecs], corpus)
     fused = r.local_fusion(keys, vector_scores, text_scores, index.hybrid)
     valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
     best: dict[str, float] = {}
