@@ -592,3 +592,16 @@ def test_hybrid_local_counts_bm25_statistics_over_the_whole_collection_as_atlas_
     assert keys_scores(local.search(("u",), query=query, limit=20)) == keys_scores(
         atlas.search(("u",), query=query, limit=20)
     )
+
+
+def test_setup_says_what_it_cannot_check_about_rerank(caplog: pytest.LogCaptureFixture) -> None:
+    """setup() cannot see Native Reranking's project setting or tell Atlas from a self-managed
+    8.3: it says so, and the first search reports a refusal (issue 28 item 5)."""
+    coll = atlas_collection()
+    native_state(coll.atlas).rerank_enabled = False
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2.5"}))
+    with caplog.at_level("INFO", logger="mongostore"):
+        store.setup()  # does not raise: it cannot know
+    assert "not visible to setup(): the first reranked search reports it" in caplog.text
+    with pytest.raises(ConfigurationError, match=r"Native Reranking enabled in the Atlas project"):
+        store.search(("u",), query="pizza")

@@ -350,6 +350,16 @@ def setup_checks(index: IndexSettings, caps: Capabilities) -> None:
         raise ConfigurationError(
             f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is {caps.server_version}"
         )
+    if index.rerank is not None:
+        # What setup() can check is above (search commands, the version when it is known); it
+        # cannot see the Atlas project's Native Reranking setting, nor tell Atlas from a
+        # self-managed 8.3 (which has no $rerank): the first reranked search reports either.
+        logger.info(
+            "reranking with %s: this server has search (MongoDB %s); whether $rerank runs (Atlas with Native "
+            "Reranking enabled in the project) is not visible to setup(): the first reranked search reports it",
+            index.rerank.model,
+            caps.server_version,
+        )
 
 
 def create_vector_index(name: str, definition: dict[str, Any], index: IndexSettings) -> Plan:
