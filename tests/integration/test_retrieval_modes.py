@@ -605,3 +605,20 @@ def test_setup_says_what_it_cannot_check_about_rerank(caplog: pytest.LogCaptureF
     assert "not visible to setup(): the first reranked search reports it" in caplog.text
     with pytest.raises(ConfigurationError, match=r"Native Reranking enabled in the Atlas project"):
         store.search(("u",), query="pizza")
+
+
+async def test_async_store_backfills_and_reads_refusals_like_the_sync_store() -> None:
+    """The async driver runs the same plans: setup()'s backfill and a refused $rankFusion."""
+    acoll = async_atlas_collection()
+    aplain = AsyncMongoStore(acoll, index=cfg())
+    await aplain.setup()
+    await aplain.abatch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    native_state(acoll.atlas).rank_fusion_flag_off = True
+    astore = AsyncMongoStore(acoll, index=cfg(hybrid={}))
+    await astore.setup()
+    assert await astore.vectors_collection.count_documents({"text": {"$exists": False}}) == 0
+    reference = MongoStore(in_memory_collection(), index=cfg(hybrid={}))
+    reference.batch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10))
+    assert got == keys_scores(reference.search(("u", "a"), query=QUERY, limit=10))
+    assert (await astore.status())["search_path"] == "atlas"

@@ -58,6 +58,7 @@ RERANK_VERSION = (8, 3)
 # uncoded refusal from a server that only speaks the protocol.
 UNRECOGNIZED_STAGE = 40324
 QUERY_FEATURE_NOT_ALLOWED = 224
+_REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned about once per process
 
 __all__ = [
     "NoRankFusion",
@@ -149,9 +150,10 @@ def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) 
             "(setup() cannot see that setting); remove index['rerank'] to search without reranking"
         ) from exc
     if index.hybrid is not None and ("$rankFusion" in message or exc.code == QUERY_FEATURE_NOT_ALLOWED):
-        logger.warning(
-            "the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message
-        )
+        # Not remembered between batches (each hybrid search asks once): say it once per answer.
+        log = logger.debug if message in _REFUSALS_LOGGED else logger.warning
+        _REFUSALS_LOGGED.add(message)
+        log("the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message)
         fields = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps)}
         fields["detail"] = f"$rankFusion refused: {message}"
         return NoRankFusion(**fields)
