@@ -126,7 +126,8 @@ def backfill_texts(index: IndexSettings) -> Plan:
                 update: dict[str, Any] = {"$set": {TEXT_PATH: text}}
                 if index.auto_embed is not None:
                     update["$unset"] = {"embedding": ""}  # Atlas embeds the text
-                flt = {"_id": doc["_id"], "text_hash": doc["text_hash"], TEXT_PATH: {"$exists": False}}
+                # item_id: the vectors' recommended shard key, which single-document writes carry
+                flt = {"_id": doc["_id"], "item_id": iid, "text_hash": doc["text_hash"], TEXT_PATH: {"$exists": False}}
                 requests.append(q.WriteRequest("vectors", "update_one", flt, update))
         done += yield from _write(requests, "vector text")
     if done:
@@ -173,7 +174,8 @@ def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
                 if (doc.get("value") or {}) == copies:
                     continue
                 update = {"$set": {"value": copies}} if copies else {"$unset": {"value": ""}}
-                requests.append(q.WriteRequest("vectors", "update_one", {"_id": doc["_id"]}, update))
+                flt = {"_id": doc["_id"], "item_id": iid}  # with the shard key, as every single-document write
+                requests.append(q.WriteRequest("vectors", "update_one", flt, update))
         done += yield from _write(requests, "filter field")
     if done:
         logger.info(
