@@ -32,7 +32,6 @@ from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION
-from mongostore.core.kept import newest_first
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -43,6 +42,7 @@ from mongostore.core.steps import (
     Step,
     UpdateSearchIndex,
 )
+from mongostore.core.vectors import newest_first
 from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")

@@ -33,7 +33,6 @@ __all__ = [
     "Sleep",
     "Step",
     "UpdateSearchIndex",
-    "Version",
     "Write",
     "WriteOutcome",
 ]
@@ -221,19 +220,6 @@ class Sleep:
     seconds: float
 
 
-@dataclass(frozen=True)
-class Version:
-    """The collection's write state -> ``(version, changes)``, or None when the driver cannot
-    tell (a real server; no I/O there).
-
-    ``version`` is an int that changes whenever one of the collection's documents does;
-    ``changes`` lists ``(version, _id)`` of the documents changed after version ``since``,
-    or is None (``since`` not given, or too old to tell).
-    """
-
-    role: Role
-    since: int | None = None
-
 
 Step = (
     Attempt
@@ -254,5 +240,4 @@ Step = (
     | CreateSearchIndex
     | UpdateSearchIndex
     | Sleep
-    | Version
 )

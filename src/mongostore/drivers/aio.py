@@ -41,30 +41,30 @@ from mongostore.core.steps import (
     Sleep,
     Step,
     UpdateSearchIndex,
-    Version,
     Write,
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_state
+from mongostore.drivers.backend import Backend, backend_for
 
 T = TypeVar("T")
 
 
 async def run_async(plan: Plan, io: AsyncIO) -> Any:
-    """Drive a plan to completion with asyncio I/O; ``Parallel`` steps run concurrently."""
-    try:
-        step = next(plan)
-        while True:
-            try:
-                answer = await io.execute(step)
-            except Exception as exc:
-                step = plan.throw(exc)
-            else:
-                step = plan.send(answer)
-    except StopIteration as stop:
-        return stop.value
+    """Drive a plan to completion with asyncio I/O, inside one unit of work of the backend;
+    ``Parallel`` steps run concurrently."""
+    with io.backend.unit():
+        try:
+            step = next(plan)
+            while True:
+                try:
+                    answer = await io.execute(step)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(answer)
+        except StopIteration as stop:
+            return stop.value
 
 
 async def _maybe_await(value: Awaitable[T] | T) -> T:
@@ -81,7 +81,15 @@ async def _to_list(cursor: Any) -> list[Any]:
 class AsyncIO:
     """Runs steps against pymongo ``AsyncCollection`` s or Motor collections."""
 
-    def __init__(self, items: Any, vectors: Any | None, embeddings: Embeddings | None, mode: VectorSearchMode = "auto"):
+    def __init__(
+        self,
+        items: Any,
+        vectors: Any | None,
+        embeddings: Embeddings | None,
+        mode: VectorSearchMode = "auto",
+        backend: Backend | None = None,
+    ):
+        self.backend = backend if backend is not None else backend_for(items)
         self.items = items
         self.vectors = vectors
         self.embeddings = embeddings
@@ -115,7 +123,7 @@ class AsyncIO:
                     "motor"
                 )
                 plan = server_probe_plan(
-                    fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
+                    fake=self.backend.emulated, has_client_bulk=has_bulk, local=self.backend.local_file
                 )
                 self.server = await run_async(plan, self)
         return self.server
@@ -220,10 +228,6 @@ async def _sleep(io: AsyncIO, step: Sleep) -> None:
     await asyncio.sleep(step.seconds)
 
 
-async def _version(io: AsyncIO, step: Version) -> Any:
-    return write_state(io.coll(step.role), step.since)
-
-
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
@@ -245,6 +249,5 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
-    Version: _version,
 }
 """How ``AsyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

@@ -42,28 +42,27 @@ from mongostore.core.steps import (
     Sleep,
     Step,
     UpdateSearchIndex,
-    Version,
     Write,
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_state
+from mongostore.drivers.backend import Backend, backend_for
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
-    """Drive a plan to completion with blocking I/O."""
-    try:
-        step = next(plan)
-        while True:
-            try:
-                answer = io.execute(step)
-            except Exception as exc:
-                step = plan.throw(exc)
-            else:
-                step = plan.send(answer)
-    except StopIteration as stop:
-        return stop.value
+    """Drive a plan to completion with blocking I/O, inside one unit of work of the backend."""
+    with io.backend.unit():
+        try:
+            step = next(plan)
+            while True:
+                try:
+                    answer = io.execute(step)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(answer)
+        except StopIteration as stop:
+            return stop.value
 
 
 class SyncIO:
@@ -75,7 +74,9 @@ class SyncIO:
         vectors: Collection[Any] | None,
         embeddings: Embeddings | None,
         mode: VectorSearchMode = "auto",
+        backend: Backend | None = None,
     ) -> None:
+        self.backend = backend if backend is not None else backend_for(items)
         self.items = items
         self.vectors = vectors
         self.embeddings = embeddings
@@ -101,9 +102,10 @@ class SyncIO:
     def server_info(self) -> Capabilities:
         if self.server is None:
             has_bulk = callable(getattr(self.items.database.client, "bulk_write", None))
-            self.server = run_sync(server_probe_plan(
-                fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
-            ), self)
+            plan = server_probe_plan(
+                fake=self.backend.emulated, has_client_bulk=has_bulk, local=self.backend.local_file
+            )
+            self.server = run_sync(plan, self)
         return self.server
 
     def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
@@ -142,7 +144,7 @@ class SyncIO:
                 return shared.bulk_errors(exc, indexes), 0, 0
             return [], shared.deleted(res) if role == "items" else 0, shared.matched(res)
 
-        if len(groups) > 1 and not is_fake(self.items):
+        if len(groups) > 1 and self.backend.threads:
             done = list(self._pool().map(bulk, groups))
         else:
             done = [bulk(g) for g in groups]
@@ -158,7 +160,7 @@ class SyncIO:
 
 
 def _parallel(io: SyncIO, step: Parallel) -> list[Any]:
-    if len(step.steps) < 2 or is_fake(io.items):
+    if len(step.steps) < 2 or not io.backend.threads:
         return [io.execute(s) for s in step.steps]
     # pymongo is thread-safe: independent reads overlap their round trips.
     return list(io._pool().map(io.execute, step.steps))
@@ -215,6 +217,5 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
-    Version: lambda io, s: write_state(io.coll(s.role), s.since),
 }
 """How ``SyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""
