@@ -130,6 +130,11 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
     assert index is not None
+    if modes.uses_modes(index) and state.caps is not None:  # a refused $rerank raises here
+        caps = modes.refused_stage(exc, index, state.caps)
+        if caps is not None:  # $rankFusion refused: fuse locally, $vectorSearch stays on
+            state.caps = caps
+            return
     if is_index_unavailable(exc):
         # The index is still in its first build (or failed it): mongot refuses queries.
         why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
