@@ -2,7 +2,7 @@
 
 The slow test starts ``langgraph dev`` (``langgraph-cli[inmem]``) on a loopback
 port with ``examples/langgraph.json``, whose ``"store": {"path":
-"mongostore.server.make_store"}`` replaces the server's own store, then drives it
+"mongostore.tools.server.make_store"}`` replaces the server's own store, then drives it
 with ``langgraph_sdk``: the store API and runs of the example graph. The store is
 in memory inside the server process (``MONGODB_URI=mongomock://``), so the test
 proves the items landed in *our* store through the server itself: the graph's
