@@ -179,7 +179,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ``unordered``: the ops come from concurrent calls (``_drain``), with no order among
         them, so a batch whose puts need no stored-hash read sends its reads and writes at once.
         """
-        plan = _plan.batch_outcome_plan(ops, self._context(unordered))
+        sharded = (await self._io.server_info()).sharded  # asked once per store; behind mongos plans target shards
+        plan = _plan.batch_outcome_plan(ops, self._context(unordered, sharded))
         return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     # Every a* method checks its op fully before queueing it (a bad call fails only its
@@ -271,7 +272,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
-        return await run_async(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+        scoped = self._scoped(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
+        return await run_async(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted."""

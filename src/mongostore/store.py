@@ -116,7 +116,7 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self, unordered: bool = False) -> _plan.PlanContext:
+    def _context(self, unordered: bool = False, sharded: bool = False) -> _plan.PlanContext:
         return _plan.PlanContext(
             self.collection.name,
             self._index,
@@ -126,14 +126,17 @@ class _StoreConfig:
             vector_cache=self._vector_cache,
             text_hashes=self._text_hashes,
             unordered=unordered,
+            sharded=sharded,
         )
 
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
-    def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def _scoped(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool = False
+    ) -> list[dict[str, Any]]:
         cutoff = utcnow() if self._omit_expired() else None
-        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff)
+        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=sharded)
 
     def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
         if sweep_interval_minutes is not None:
@@ -257,7 +260,9 @@ class MongoStore(_StoreConfig, BaseStore):
     # ------------------------------------------------------------------ BaseStore
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run_sync(_plan.batch_plan(list(ops), self._context()), self._io)  # type: ignore[no-any-return]
+        # server_info(): asked once per store (no I/O on mongomock); behind mongos the plans target shards.
+        ctx = self._context(sharded=self._io.server_info().sharded)
+        return run_sync(_plan.batch_plan(list(ops), ctx), self._io)  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -285,7 +290,8 @@ class MongoStore(_StoreConfig, BaseStore):
         The store puts the scoping ``$match`` first and rejects stages that could read
         or write outside it (``PipelineError``). See ``mongostore.analytics``.
         """
-        return run_sync(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+        scoped = self._scoped(namespace_prefix, pipeline, self._io.server_info().sharded)
+        return run_sync(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted.

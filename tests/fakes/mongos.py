@@ -693,6 +693,8 @@ class MongosCollection:
     # ------------------------------------------------------------ routing
 
     def _route(self, filt: Mapping[str, Any] | None) -> tuple[frozenset[str], bool]:
+        if self.database.name == "config":
+            return frozenset({"config"}), True  # the config servers' catalog, not a shard
         sns = self.sharding
         if sns is None:
             return frozenset(self.cluster.shards[:1]), True  # unsharded: its primary shard

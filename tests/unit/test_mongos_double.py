@@ -7,10 +7,7 @@ from typing import Any
 
 import pytest
 from bson.regex import Regex
-from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
-from pymongo.errors import BulkWriteError, ClientBulkWriteException, OperationFailure, WriteError
-
-from tests.fakes.mongos import (
+from fakes.mongos import (
     CANNOT_CREATE_INDEX,
     INVALID_OPTIONS,
     SHARD_KEY_NOT_FOUND,
@@ -20,6 +17,8 @@ from tests.fakes.mongos import (
     key_bounds,
     regex_prefix,
 )
+from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
+from pymongo.errors import BulkWriteError, ClientBulkWriteException, OperationFailure, WriteError
 
 SPLITS = ["c", "m"]  # chunks: [MinKey, "c") shard0, ["c", "m") shard1, ["m", MaxKey) shard2
 

@@ -30,6 +30,7 @@ __all__ = [
     "Probe",
     "ServerCommand",
     "ServerInfo",
+    "ShardKeys",
     "Sleep",
     "Step",
     "UpdateSearchIndex",
@@ -138,6 +139,7 @@ class Capabilities:
     search_commands: bool | None = None
     index_status: str = ""
     recheck: bool = False
+    sharded: bool = False  # behind mongos (``hello`` says ``msg: "isdbgrid"``)
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,12 @@ class UpdateSearchIndex:
 
 
 @dataclass(frozen=True)
+class ShardKeys:
+    """The collections' shard keys from ``config.collections`` (behind mongos) ->
+    ``{role: key pattern or None (unsharded)}``; roles without a collection are left out."""
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -253,6 +261,7 @@ Step = (
     | ListSearchIndexes
     | CreateSearchIndex
     | UpdateSearchIndex
+    | ShardKeys
     | Sleep
     | Version
 )

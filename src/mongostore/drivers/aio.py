@@ -38,6 +38,7 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardKeys,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -226,6 +227,11 @@ async def _version(io: AsyncIO, step: Version) -> Any:
 
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
+async def _shard_keys(io: AsyncIO, step: ShardKeys) -> dict[Role, dict[str, Any] | None]:
+    config, filt, roles = shared.shard_keys_read(io.items, io.vectors)
+    return shared.shard_keys_answer(await _to_list(config.find(filt, {"key": 1})), roles)
+
+
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
@@ -244,6 +250,7 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     ListSearchIndexes: lambda io, s: _to_list(io.coll(s.role).list_search_indexes(s.name)),
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    ShardKeys: _shard_keys,
     Sleep: _sleep,
     Version: _version,
 }

@@ -39,6 +39,7 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardKeys,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -192,6 +193,11 @@ def _ensure_collection(io: SyncIO, step: EnsureCollection) -> None:
                 raise
 
 
+def _shard_keys(io: SyncIO, step: ShardKeys) -> dict[Role, dict[str, Any] | None]:
+    config, filt, roles = shared.shard_keys_read(io.items, io.vectors)
+    return shared.shard_keys_answer(list(config.find(filt, {"key": 1})), roles)
+
+
 def _sleep(io: SyncIO, step: Sleep) -> None:
     time.sleep(step.seconds)
 
@@ -214,6 +220,7 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     ListSearchIndexes: lambda io, s: list(io.coll(s.role).list_search_indexes(s.name)),
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    ShardKeys: _shard_keys,
     Sleep: _sleep,
     Version: lambda io, s: write_state(io.coll(s.role), s.since),
 }

@@ -32,7 +32,7 @@ def batch_reads(state: BatchState) -> list[Step]:
         if s.op.limit == 0:
             continue
         if not s.semantic:
-            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff)
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.sharded)
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
         elif modes.uses_modes(ctx.index):
             assert ctx.index is not None and state.caps is not None
@@ -44,14 +44,20 @@ def batch_reads(state: BatchState) -> list[Step]:
         elif s.recalled is None:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
-            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors, compact=s.compact_reads))
+            reads.extend(
+                local_candidate_reads(s.op, cutoff, s.read_vectors, compact=s.compact_reads, sharded=ctx.sharded)
+            )
         elif s.recalled.cands is None:  # kept candidates: only the items changed since
             changed = s.recalled.changed
-            reads.extend(local_candidate_reads(s.op, cutoff, False, only=changed, compact=s.compact_reads))
+            reads.extend(
+                local_candidate_reads(s.op, cutoff, False, only=changed, compact=s.compact_reads, sharded=ctx.sharded)
+            )
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
-        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
+        pipeline = q.list_namespaces_pipeline(
+            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.sharded
+        )
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts and not state.hashes_known:
         reads.append(
@@ -118,7 +124,9 @@ def _answer_listings(state: BatchState, answers: list[Any]) -> Plan:
         [facet] = answers.pop() or [{"page": [], "unkeyed": []}]
         if any(d.get("n", 0) > 0 for d in facet["unkeyed"]):  # ($count gives nothing, or n: 0 on mongomock)
             # Items written before ns_key existed (setup() adds it): sort every namespace here.
-            pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, state.ctx.expiry_cutoff)
+            pipeline = q.list_namespaces_pipeline(
+                lop.match_conditions, lop.max_depth, state.ctx.expiry_cutoff, sharded=state.ctx.sharded
+            )
             docs = yield Aggregate("items", pipeline, batch_size=LARGE_BATCH)
             found = sorted({tuple(d["_id"]) for d in docs})
             state.results[pos] = found[lop.offset : lop.offset + lop.limit]

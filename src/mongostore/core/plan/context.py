@@ -47,6 +47,8 @@ class PlanContext:
     # The ops came from calls with no order among them (the async store's coalesced calls):
     # their reads need not see the state before their writes, so both may go at once.
     unordered: bool = False
+    # Behind mongos: prefix reads carry the shard-key range, vector writes their item_id (``queries.sharding``).
+    sharded: bool = False
 
     @property
     def expiry_cutoff(self) -> datetime | None:

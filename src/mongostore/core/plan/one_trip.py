@@ -39,6 +39,8 @@ def eligible(state: BatchState) -> bool:
     or a put's stored hashes are not known.
     """
     ctx, index = state.ctx, state.index
+    if ctx.sharded:  # its conditional retags are keyed by the vector's _id alone: no shard key for mongos
+        return False
     has_reads = bool(state.gets or state.searches or state.listings)
     if has_reads and not ctx.unordered:
         return False

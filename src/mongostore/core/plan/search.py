@@ -40,6 +40,7 @@ def local_candidate_reads(
     with_vectors: bool = True,
     only: list[str] | None = None,
     compact: bool = False,
+    sharded: bool = False,
 ) -> list[Step]:
     """The items under the prefix that pass the filter (ids, listed hashes, and the dates that
     order unscored items and end their life) and, unless the store's vector cache already
@@ -50,9 +51,10 @@ def local_candidate_reads(
     rather than a one-element array and its dates as milliseconds (``$toLong``); ~3x less
     decoding per item, which is most of a warm local search at 100k vectors
     (``COMPACT_ITEM``). The embedded engine evaluates expressions in Python and decodes
-    nothing, so it reads the stored fields as they are.
+    nothing, so it reads the stored fields as they are. ``sharded``: both reads carry the
+    prefix's shard-key range (``queries.sharding``).
     """
-    filt = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    filt = q.search_filter(op.namespace_prefix, op.filter, cutoff, sharded)
     if only is not None:
         filt = {"$and": [{"_id": {"$in": only}}, filt]} if filt else {"_id": {"$in": only}}
     reads: list[Step]
@@ -68,7 +70,7 @@ def local_candidate_reads(
         reads.append(
             Find(
                 "vectors",
-                q.vector_candidates_filter(op.namespace_prefix, cutoff),
+                q.vector_candidates_filter(op.namespace_prefix, cutoff, sharded),
                 VECTOR_PROJECTION,
                 batch_size=LARGE_BATCH,
             )
@@ -125,7 +127,7 @@ def local_search_plan(
     assert s.query_vector is not None
     while True:
         page = _local_page(cache, cands, leftover, s.query_vector, s.op, index.similarity)
-        reads, held = _page_reads(page, cache, ctx.expiry_cutoff)
+        reads, held = _page_reads(page, cache, ctx.expiry_cutoff, ctx.sharded)
         answers = (yield Parallel(tuple(reads))) if page else [[], []]
         stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
         gone = {r for vid, r in held.items() if stored.get(vid) != cache.vector_of(r)[2]}
@@ -143,7 +145,7 @@ def local_search_plan(
 
 def _item_reads(s: PendingSearch, ctx: PlanContext) -> list[Step]:
     """Every candidate item of ``s`` again, without the vectors."""
-    return local_candidate_reads(s.op, ctx.expiry_cutoff, False, compact=s.compact_reads)
+    return local_candidate_reads(s.op, ctx.expiry_cutoff, False, compact=s.compact_reads, sharded=ctx.sharded)
 
 
 def _map_candidates(
@@ -233,7 +235,7 @@ def _local_page(
 
 
 def _page_reads(
-    page: Ranked, cache: _vectors.VectorCache, cutoff: datetime | None
+    page: Ranked, cache: _vectors.VectorCache, cutoff: datetime | None, sharded: bool = False
 ) -> tuple[list[Step], dict[str, int]]:
     """The page's items, and (same trip) a check that each scored one's best vector is
     still stored under the hash its item lists: held rows outlive a failed write.
@@ -244,7 +246,8 @@ def _page_reads(
     page_ids = [iid for iid, _, _ in page]
     reads: list[Step] = [Find("items", {"_id": {"$in": page_ids}}, {**ITEM_PROJECTION, "_id": 1})]
     if held:
-        check: dict[str, Any] = {"_id": {"$in": list(held)}}
+        scored = [iid for iid, _, r in page if r is not None]
+        check: dict[str, Any] = q.held_vectors_filter(list(held), scored, sharded)
         if cutoff is not None:
             check = {"$and": [check, q.not_expired(cutoff)]}
         reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
@@ -299,7 +302,13 @@ def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, 
         docs = yield Aggregate(
             "items",
             unscored_pipeline(
-                op.namespace_prefix, op.filter, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page)
+                op.namespace_prefix,
+                op.filter,
+                ctx.vectors_collection,
+                ctx.expiry_cutoff,
+                skip,
+                op.limit - len(page),
+                sharded=ctx.sharded,
             ),
         )
         page.extend((d, None) for d in docs)

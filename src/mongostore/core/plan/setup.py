@@ -29,11 +29,12 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Probe,
     ServerInfo,
+    ShardKeys,
     Sleep,
     UpdateSearchIndex,
     Write,
 )
-from mongostore.errors import VectorIndexError
+from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")
 
@@ -73,8 +74,15 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     with progress in the log) until the index is ``READY`` on the wanted definition:
     during a rebuild mongot reports ``queryable: true`` and the new ``latestDefinition``
     while queries still run on the old one, so ``queryable`` alone is not enough.
+
+    Behind mongos (``Capabilities.sharded``) it first reads the collections' shard keys
+    and refuses one the store cannot target (``cluster_checks``), creates ``path_key``
+    non-unique, and never shards a collection itself (docs/scaling.md).
     """
-    yield CreateIndexes("items", tuple(q.item_indexes()))
+    server: Capabilities = yield ServerInfo()
+    if server.sharded:
+        yield from cluster_checks(with_vectors=index is not None)
+    yield CreateIndexes("items", tuple(q.item_indexes(sharded=server.sharded)))
     yield from _migrate_ns_keys()
     if index is None:
         return None
@@ -83,7 +91,6 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         _refuse_atlas_only(index, "vector_search='local' set in index config")
         logger.info("vector_search='local' set in index config: searches rank locally")
         return None
-    server: Capabilities = yield ServerInfo()
     wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
     try:
@@ -101,7 +108,10 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     if text_index is not None:  # hybrid's $search index: the same READY rule as the vector index
         text_name, text_wanted = text_index
         yield from wait_until_ready(
-            text_name, "search index", lambda latest: latest == text_wanted, index.setup_timeout,
+            text_name,
+            "search index",
+            lambda latest: latest == text_wanted,
+            index.setup_timeout,
             _recreate_advice(text_name),
         )
     if not (yield from _create_or_update(index, existing, wanted, server)):
@@ -115,6 +125,30 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     )
     yield Probe(index.index_name, refresh=True)  # searches use the index from now on
     return None
+
+
+def cluster_checks(with_vectors: bool) -> Plan:
+    """Behind mongos: read the collections' shard keys (``config.collections``) and refuse one
+    the store cannot target, with the command that fixes it; log the others' verdicts.
+
+    Returns ``{role: (key, verdict, advice)}``. A cluster whose catalog cannot be read
+    (no privilege on ``config``) is taken as it is, with a warning.
+    """
+    try:
+        keys = yield ShardKeys()
+    except OperationFailure as exc:
+        logger.warning("could not read the shard keys from config.collections (%s): not checked", exc)
+        return {}
+    verdicts: dict[str, tuple[Any, str, str]] = {}
+    for role, key in keys.items():
+        if role == "vectors" and not with_vectors:
+            continue
+        verdict, advice = q.shard_key_verdict(role, key)
+        verdicts[role] = (key, verdict, advice)
+        if verdict == "unsupported":
+            raise ConfigurationError(f"the {role} collection is sharded on {key}: {advice}")
+        logger.info("sharded cluster: %s collection %s (%s): %s", role, key or "unsharded", verdict, advice)
+    return verdicts
 
 
 def _no_search(exc: Exception, index: IndexSettings, server: Capabilities) -> str | None:
@@ -225,7 +259,9 @@ def _migrate_ns_keys() -> Plan:
     except (NotImplementedError, TypeError, OperationFailure) as exc:  # mongomock: no $reduce
         logger.debug("ns_key migration on the server failed (%s); computing the keys here", exc)
     docs = yield Find(
-        "items", {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}}, {"_id": 1, "namespace": 1},
+        "items",
+        {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}},
+        {"_id": 1, "namespace": 1},
         batch_size=LARGE_BATCH,
     )
     if docs:
