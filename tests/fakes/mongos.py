@@ -46,7 +46,10 @@ repository; codes are those of ``src/mongo/base/error_codes.yml``):
 ``$lookup`` stages: for each one whose ``from`` collection is sharded the double counts the
 documents entering the stage and how many remote queries mongos would send for them
 (one per input document, to one shard when ``foreignField`` is the shard key, else to
-every shard): ``OpRecord.lookups``.
+every shard): ``OpRecord.lookups``. It finds the inputs by running the pipeline's prefix
+once more (with ``atlas``, that counts as one more search in ``AtlasSearch``'s counters).
+``Cluster(atlas=AtlasSearch(...))`` gives the cluster Atlas Search (``fakes.atlas``):
+``$vectorSearch`` first stages reach every shard, as mongos sends them to each shard's mongot.
 
 Not modelled: chunk migrations and the balancer, orphans, collations, compound shard keys
 (single-field keys only), transactions, read concern, zones other than by chunk owners.
@@ -385,10 +388,13 @@ def _fmt(doc: Mapping[str, Any]) -> str:
 class Cluster:
     """The state of one pretend sharded cluster: shards, sharded namespaces, the op log."""
 
-    def __init__(self, version: str = "7.0.12", shards: Sequence[str] = ("shard0", "shard1", "shard2")) -> None:
+    def __init__(
+        self, version: str = "7.0.12", shards: Sequence[str] = ("shard0", "shard1", "shard2"), atlas: Any = None
+    ) -> None:
         patch_mongomock()
         if len(shards) < 1:
             raise ValueError("a cluster needs a shard")
+        self.atlas = atlas  # a ``fakes.atlas.AtlasSearch``: the cluster has Atlas Search (mongot on each shard)
         self.version = version
         self.shards = list(shards)
         self.backend: Any = mongomock.MongoClient(tz_aware=True)
@@ -669,6 +675,10 @@ class MongosCollection:
             for doc in self.cluster.config_collections():
                 backend.insert_one(doc)
             return backend
+        if self.cluster.atlas is not None:
+            from fakes.atlas import AtlasDatabase
+
+            return AtlasDatabase(self.cluster.backend[self.database.name], self.cluster.atlas)[self.name]
         return self.cluster.backend[self.database.name][self.name]
 
     @property
@@ -820,13 +830,22 @@ class MongosCollection:
         return OperationFailure("$listSearchIndexes stage is only allowed on MongoDB Atlas", SEARCH_ONLY_ON_ATLAS)
 
     def list_search_indexes(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._no_search()
+        if self.cluster.atlas is None:
+            raise self._no_search()
+        with self.cluster.lock:
+            return iter(list(self._data.list_search_indexes(*args, **kwargs)))
 
     def create_search_index(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._no_search()
+        if self.cluster.atlas is None:
+            raise self._no_search()
+        with self.cluster.lock:
+            return self._data.create_search_index(*args, **kwargs)
 
     def update_search_index(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._no_search()
+        if self.cluster.atlas is None:
+            raise self._no_search()
+        with self.cluster.lock:
+            return self._data.update_search_index(*args, **kwargs)
 
     # ------------------------------------------------------------ writes
 

@@ -255,3 +255,28 @@ def test_the_issue_is_real_on_the_double_without_the_item_id() -> None:
     [fixed] = q.targeted_writes([req])
     vecs.bulk_write([UpdateOne(fixed.filter, fixed.update, upsert=True)], ordered=False)
     assert math.isclose(len(cluster.since(0)), len(cluster.log))
+
+
+@pytest.mark.parametrize(("prefix", "limit", "hits"), [(("users", "alice"), 3, 5), ((), 10, 20)])
+def test_semantic_pipeline_lookups_on_a_cluster(prefix: tuple[str, ...], limit: int, hits: int) -> None:
+    """With Atlas Search on the cluster, the ``$vectorSearch`` pipeline reaches every shard
+    (mongot on each), and its two ``$lookup`` s into the sharded items run once per input
+    document, each targeted to one shard by ``_id``: one per vector hit (up to ``k``), then
+    one per page entry. docs/scaling.md quotes these numbers."""
+    from fakes.atlas import AtlasSearch
+
+    cluster = Cluster("8.0.4", atlas=AtlasSearch())
+    cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    assert store.status()["search_path"] == "atlas"
+    for i, tenant in enumerate(TENANTS):
+        for j in range(5):
+            store.put(("users", tenant), f"m{j}", {"text": f"{TEXTS[(i + j) % 6]} {j}"})
+    mark = cluster.mark()
+    assert len(store.search(prefix, query="olives", limit=limit)) == limit
+    [rec] = [r for r in cluster.since(mark) if r.op == "aggregate"]
+    assert rec.ns == "app.memories_vectors" and rec.shards == {"shard0", "shard1", "shard2"}
+    joins = [(lk["inputs"], lk["remote_queries"], lk["shards_per_input"]) for lk in rec.lookups]
+    assert joins == [(hits, hits, 1), (limit, limit, 1)]
