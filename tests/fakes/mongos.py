@@ -78,6 +78,7 @@ __all__ = [
     "CANNOT_CREATE_INDEX",
     "INVALID_OPTIONS",
     "SHARD_KEY_NOT_FOUND",
+    "AsyncMongosClient",
     "Cluster",
     "MongosClient",
     "MongosCollection",
@@ -422,6 +423,9 @@ class Cluster:
 
     def client(self) -> MongosClient:
         return MongosClient(self)
+
+    def async_client(self) -> AsyncMongosClient:
+        return AsyncMongosClient(self)
 
     def shard_collection(
         self,
@@ -987,3 +991,101 @@ class MongosCollection:
 
     def delete_many(self, filter: Any, *args: Any, **kwargs: Any) -> Any:
         return self._single(DeleteMany(filter))
+
+
+# --------------------------------------------------------------------------- the async face (pymongo async shape)
+
+
+class _AsyncCursor:
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def sort(self, *args: Any) -> _AsyncCursor:
+        self._cursor = self._cursor.sort(*args)
+        return self
+
+    def skip(self, n: int) -> _AsyncCursor:
+        self._cursor = self._cursor.skip(n)
+        return self
+
+    def limit(self, n: int) -> _AsyncCursor:
+        self._cursor = self._cursor.limit(n)
+        return self
+
+    def batch_size(self, n: int) -> _AsyncCursor:
+        return self
+
+    async def to_list(self, length: int | None = None) -> list[Any]:
+        docs = list(self._cursor)
+        return docs if length is None else docs[:length]
+
+
+class AsyncMongosClient:
+    """``Cluster.async_client()``: the pretend mongos as pymongo's ``AsyncMongoClient`` shows it."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def __getitem__(self, name: str) -> AsyncMongosDatabase:
+        return AsyncMongosDatabase(MongosDatabase(self.cluster, name))
+
+    def __getattr__(self, name: str) -> Any:
+        bulk = getattr(MongosClient(self.cluster), name)  # AttributeError before 8.0, as the sync face
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return bulk(*args, **kwargs)
+
+        return call
+
+
+class AsyncMongosDatabase:
+    def __init__(self, database: MongosDatabase) -> None:
+        self._db = database
+        self.name = database.name
+
+    @property
+    def client(self) -> AsyncMongosClient:
+        return AsyncMongosClient(self._db.cluster)
+
+    def __getitem__(self, name: str) -> AsyncMongosCollection:
+        return AsyncMongosCollection(self._db[name])
+
+    async def command(self, *args: Any, **kwargs: Any) -> Any:
+        return self._db.command(*args, **kwargs)
+
+    async def list_collection_names(self, *args: Any, **kwargs: Any) -> list[str]:
+        return self._db.list_collection_names()
+
+    async def create_collection(self, name: str, *args: Any, **kwargs: Any) -> AsyncMongosCollection:
+        self._db.create_collection(name)
+        return self[name]
+
+
+class AsyncMongosCollection:
+    def __init__(self, collection: MongosCollection) -> None:
+        self.sync = collection
+        self.name = collection.name
+        self.full_name = collection.full_name
+
+    @property
+    def database(self) -> AsyncMongosDatabase:
+        return AsyncMongosDatabase(self.sync.database)
+
+    def find(self, *args: Any, **kwargs: Any) -> _AsyncCursor:
+        return _AsyncCursor(self.sync.find(*args, **kwargs))
+
+    async def aggregate(self, *args: Any, **kwargs: Any) -> _AsyncCursor:
+        return _AsyncCursor(self.sync.aggregate(*args, **kwargs))
+
+    async def list_search_indexes(self, *args: Any, **kwargs: Any) -> _AsyncCursor:
+        return _AsyncCursor(self.sync.list_search_indexes(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self.sync, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return attr(*args, **kwargs)
+
+        return call

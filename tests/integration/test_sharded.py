@@ -280,3 +280,39 @@ def test_semantic_pipeline_lookups_on_a_cluster(prefix: tuple[str, ...], limit: 
     assert rec.ns == "app.memories_vectors" and rec.shards == {"shard0", "shard1", "shard2"}
     joins = [(lk["inputs"], lk["remote_queries"], lk["shards_per_input"]) for lk in rec.lookups]
     assert joins == [(hits, hits, 1), (limit, limit, 1)]
+
+
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+async def test_async_store_on_a_cluster(version: str) -> None:
+    """``AsyncMongoStore`` runs the same plans: single-item operations on one shard, prefix
+    reads on the prefix's shards, no write without shard key, the sync store's answers."""
+    from mongostore import AsyncMongoStore
+
+    cluster = Cluster(version)
+    cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+    store = AsyncMongoStore(cluster.async_client()["app"]["memories"], index=INDEX)
+    plain = plain_store()
+    await store.setup()
+    plain.setup()
+    alice, erin = ("users", "alice"), ("users", "erin")
+    for i, (ns, key) in enumerate([(alice, "a"), (alice, "b"), (erin, "e")]):
+        mark = cluster.mark()
+        await store.aput(ns, key, {"text": TEXTS[i]})
+        plain.put(ns, key, {"text": TEXTS[i]})
+        time.sleep(0.003)
+        check_records(cluster, "aput", "single", (), cluster.since(mark))
+    checks: list[tuple[str, tuple[str, ...], Any, Any]] = [
+        ("prefix", alice, store.asearch(alice, query="olives"), lambda: plain.search(alice, query="olives")),
+        ("prefix", alice, store.asearch(alice), lambda: plain.search(alice)),
+        ("prefix", alice, store.alist_namespaces(prefix=alice), lambda: plain.list_namespaces(prefix=alice)),
+        ("single", (), store.aget(erin, "e"), lambda: plain.get(erin, "e")),
+        ("single", (), store.adelete(alice, "b"), lambda: plain.delete(alice, "b")),
+    ]
+    for kind, prefix, coro, sync in checks:
+        mark = cluster.mark()
+        got = await coro
+        check_records(cluster, kind, kind, prefix, cluster.since(mark))
+        assert shape(got) == shape(sync())
+    assert not any(r.without_shard_key for r in cluster.log)
+    assert (await store.status())["cluster"]["shard_keys"]["vectors"]["verdict"] == "recommended"
