@@ -93,6 +93,7 @@ __all__ = [
 SHARD_KEY_NOT_FOUND = 61
 CANNOT_CREATE_INDEX = 67
 INVALID_OPTIONS = 72
+INDEX_OPTIONS_CONFLICT = 85
 SEARCH_NOT_ENABLED = 31082  # 8.x without mongot
 SEARCH_ONLY_ON_ATLAS = 6047401  # 7.0: "$listSearchIndexes stage is only allowed on MongoDB Atlas"
 
@@ -797,7 +798,12 @@ class MongosCollection:
         self._check_unique(keys, bool(kwargs.get("unique")))
         self.cluster.record(OpRecord("createIndexes", self.full_name, self._all(), False))
         with self.cluster.lock:
-            return str(self._data.create_index(keys, **kwargs))
+            try:
+                return str(self._data.create_index(keys, **kwargs))
+            except OperationFailure as exc:
+                if exc.code is None and "already exists with different options" in str(exc):
+                    raise OperationFailure(str(exc), INDEX_OPTIONS_CONFLICT) from None  # mongomock has no code
+                raise
 
     def create_indexes(self, indexes: Sequence[IndexModel], *args: Any, **kwargs: Any) -> list[str]:
         names = []

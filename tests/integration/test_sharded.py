@@ -316,3 +316,24 @@ async def test_async_store_on_a_cluster(version: str) -> None:
         assert shape(got) == shape(sync())
     assert not any(r.without_shard_key for r in cluster.log)
     assert (await store.status())["cluster"]["shard_keys"]["vectors"]["verdict"] == "recommended"
+
+
+def test_migrating_a_deployment_that_has_the_unique_index(caplog: pytest.LogCaptureFixture) -> None:
+    """Before: an unsharded items collection with the unique path_key. setup() behind mongos
+    keeps it (and says how to migrate); shardCollection refuses until it is dropped; after
+    dropping it, setup() creates it non-unique and the collection can be sharded."""
+    cluster = Cluster("7.0.12")
+    items = cluster.client()["app"]["memories"]
+    items.create_index([("path", 1), ("key", 1)], unique=True, name="path_key")
+    store = MongoStore(items)
+    store.setup()
+    assert items.index_information()["path_key"]["unique"]
+    assert "dropIndex" in caplog.text
+    with pytest.raises(Exception, match="Uniqueness can't be maintained"):
+        cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    items.drop_index("path_key")
+    store.setup()
+    assert "unique" not in items.index_information()["path_key"]
+    cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    store.put(("users", "alice"), "k", {"v": 1})
+    assert store.get(("users", "alice"), "k").value == {"v": 1}

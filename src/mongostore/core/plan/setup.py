@@ -80,9 +80,12 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     non-unique, and never shards a collection itself (docs/scaling.md).
     """
     server: Capabilities = yield ServerInfo()
+    specs = q.item_indexes(sharded=server.sharded)
     if server.sharded:
         yield from cluster_checks(with_vectors=index is not None)
-    yield CreateIndexes("items", tuple(q.item_indexes(sharded=server.sharded)))
+        yield from _path_key_on_cluster(specs[0])
+        specs = specs[1:]
+    yield CreateIndexes("items", tuple(specs))
     yield from _migrate_ns_keys()
     if index is None:
         return None
@@ -149,6 +152,29 @@ def cluster_checks(with_vectors: bool) -> Plan:
             raise ConfigurationError(f"the {role} collection is sharded on {key}: {advice}")
         logger.info("sharded cluster: %s collection %s (%s): %s", role, key or "unsharded", verdict, advice)
     return verdicts
+
+
+# An index of that name exists with other options / other keys.
+INDEX_CONFLICT_CODES = frozenset({85, 86})
+
+
+def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
+    """``path_key`` behind mongos: non-unique. A deployment from before keeps its unique one
+    (possible only while the items collection is unsharded): left as it is, with the
+    migration in the log, since ``shardCollection`` refuses a collection that has it."""
+    try:
+        yield CreateIndexes("items", (spec,))
+    except OperationFailure as exc:
+        if exc.code not in INDEX_CONFLICT_CODES:
+            raise
+        logger.warning(
+            "the items collection keeps its unique index %r from before (%s); to shard it, drop that index first "
+            "(db.<items>.dropIndex(%r)), run setup() again (it creates it non-unique), then shardCollection "
+            "(docs/scaling.md, 'Migrating a deployment that has the unique index')",
+            spec.name,
+            exc,
+            spec.name,
+        )
 
 
 def _no_search(exc: Exception, index: IndexSettings, server: Capabilities) -> str | None:
