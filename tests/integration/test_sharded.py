@@ -337,3 +337,18 @@ def test_migrating_a_deployment_that_has_the_unique_index(caplog: pytest.LogCapt
     cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
     store.put(("users", "alice"), "k", {"v": 1})
     assert store.get(("users", "alice"), "k").value == {"v": 1}
+
+
+def test_doctor_shows_the_cluster_and_its_shard_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    from mongostore.tools.cli import main
+
+    cluster, store = cluster_store("8.0.4", vectors_key={"item_id": "hashed"})
+    store.setup()
+    assert main(["doctor"], store=store) == 0
+    out = capsys.readouterr().out
+    assert "cluster" in out and "sharded (mongos)" in out
+    assert "items shard key" in out and "recommended" in out
+    assert "note: the vectors collection's shard key {'item_id': 'hashed'}" in out
+    cluster.sharded["app.memories"].field = "path"  # as if resharded on a key the store cannot target
+    assert main(["doctor"], store=store) == 1
+    assert "PROBLEM: the items collection's shard key" in capsys.readouterr().out
