@@ -403,6 +403,7 @@ class Cluster:
         self.sharded: dict[str, ShardedNs] = {}
         self.log: list[OpRecord] = []
         self.lock = threading.RLock()
+        self.config_readable = True  # False: reading config.* fails as for a user without privileges (code 13)
 
     # ------------------------------------------------------------ version behaviour
 
@@ -676,6 +677,8 @@ class MongosCollection:
     @property
     def _data(self) -> Any:
         if self.full_name == "config.collections":
+            if not self.cluster.config_readable:
+                raise OperationFailure('not authorized on config to execute command { find: "collections" }', 13)
             backend = mongomock.MongoClient()["config"]["collections"]
             for doc in self.cluster.config_collections():
                 backend.insert_one(doc)

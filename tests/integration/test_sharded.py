@@ -352,3 +352,16 @@ def test_doctor_shows_the_cluster_and_its_shard_keys(capsys: pytest.CaptureFixtu
     cluster.sharded["app.memories"].field = "path"  # as if resharded on a key the store cannot target
     assert main(["doctor"], store=store) == 1
     assert "PROBLEM: the items collection's shard key" in capsys.readouterr().out
+
+
+def test_a_user_who_cannot_read_config_collections(caplog: pytest.LogCaptureFixture) -> None:
+    """Without privileges on ``config`` the shard keys are not checked (a warning), the store
+    still targets its operations, and ``status()`` says why it shows no keys."""
+    cluster, store = cluster_store("7.0.12")
+    cluster.config_readable = False
+    store.setup()
+    assert "could not read the shard keys" in caplog.text
+    store.put(("users", "alice"), "k", {"text": "hello"})
+    assert not any(r.without_shard_key for r in cluster.log)
+    status = store.status()["cluster"]
+    assert status["shard_keys"] == {} and "config.collections" in status["detail"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pymongo.errors import OperationFailure
+
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
@@ -48,15 +50,19 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     cluster: dict[str, Any] | None = None
     if caps.sharded:
-        keys = yield ShardKeys()
-        cluster = {
-            "mongos": True,
-            "shard_keys": {
-                role: dict(zip(("key", "verdict", "advice"), (key, *q.shard_key_verdict(role, key)), strict=True))
-                for role, key in keys.items()
-                if role == "items" or index is not None
-            },
-        }
+        try:
+            keys = yield ShardKeys()
+        except OperationFailure as exc:  # no privilege to read config.collections
+            cluster = {"mongos": True, "shard_keys": {}, "detail": f"could not read config.collections: {exc}"}
+        else:
+            cluster = {
+                "mongos": True,
+                "shard_keys": {
+                    role: dict(zip(("key", "verdict", "advice"), (key, *q.shard_key_verdict(role, key)), strict=True))
+                    for role, key in keys.items()
+                    if role == "items" or index is not None
+                },
+            }
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
