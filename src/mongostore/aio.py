@@ -265,6 +265,11 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
         await run_async(_plan.setup_plan(self._index), self._io)
 
+    async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
+        """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+
     async def status(self) -> dict[str, Any]:
         return await run_async(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
 

@@ -278,6 +278,12 @@ class MongoStore(_StoreConfig, BaseStore):
         """
         run_sync(_plan.setup_plan(self._index), self._io)
 
+    def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
+        """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
+        ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
+        collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
+        return run_sync(_plan.shard_plan(self.vectors_collection is not None, hashed), self._io)  # type: ignore[no-any-return]
+
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
         return run_sync(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]

@@ -445,11 +445,11 @@ class Cluster:
             raise NotImplementedError("the double models single-field shard keys only")
         [(name, kind)] = key.items()
         hashed = kind == "hashed"
-        if splits is None:
-            if not hashed:
-                raise ValueError("a ranged key needs its split points")
+        if splits is None and hashed:
             n = len(self.shards)
             splits = [-(2**63) + i * (2**64 // n) for i in range(1, n)]
+        elif splits is None:
+            splits = []  # a ranged key on a new collection: one chunk, on the first shard
         splits = sorted(splits, key=_order)
         owners = (
             list(owners) if owners is not None else [self.shards[i % len(self.shards)] for i in range(len(splits) + 1)]
@@ -467,6 +467,15 @@ class Cluster:
                         f"shard key {_fmt(sns.pattern)}. Uniqueness can't be maintained unless shard key is a prefix",
                         INVALID_OPTIONS,
                     )
+            data = self.backend[db][coll]
+            supported = any(list(dict(spec["key"]))[:1] == [name] for spec in data.index_information().values())
+            if not supported and not hashed:
+                if data.count_documents({}):
+                    raise OperationFailure(
+                        "Please create an index that starts with the proposed shard key before sharding the collection",
+                        INVALID_OPTIONS,
+                    )
+                data.create_index([(name, 1)])
             self.sharded[full_name] = sns
         return sns
 
@@ -597,6 +606,9 @@ class MongosDatabase:
             return {"version": self.cluster.version, "ok": 1.0}
         if cmd == "ping":
             return {"ok": 1.0}
+        if cmd == "shardCollection" and self.name == "admin" and isinstance(command, Mapping):
+            self.cluster.shard_collection(str(command["shardCollection"]), dict(command["key"]))
+            return {"collectionsharded": command["shardCollection"], "ok": 1.0}
         raise OperationFailure(f"no such command: '{cmd}'", 59)
 
     def list_collection_names(self, *args: Any, **kwargs: Any) -> list[str]:

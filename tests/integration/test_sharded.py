@@ -365,3 +365,32 @@ def test_a_user_who_cannot_read_config_collections(caplog: pytest.LogCaptureFixt
     assert not any(r.without_shard_key for r in cluster.log)
     status = store.status()["cluster"]
     assert status["shard_keys"] == {} and "config.collections" in status["detail"]
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_shard_collections_is_an_explicit_opt_in(hashed: bool) -> None:
+    cluster = Cluster("8.0.4")
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    assert cluster.sharded == {}  # setup() never shards
+    kind: Any = "hashed" if hashed else 1
+    assert store.shard_collections(hashed=hashed) == {"items": {"_id": kind}, "vectors": {"item_id": kind}}
+    keys = store.status()["cluster"]["shard_keys"]
+    assert keys["items"]["verdict"] == ("supported" if hashed else "recommended")
+    assert store.shard_collections() == {}  # already sharded: left as they are
+    mark = cluster.mark()
+    store.put(("users", "alice"), "k", {"text": "hello"})
+    assert all(len(r.shards) == 1 and not r.without_shard_key for r in cluster.since(mark))
+
+
+def test_shard_collections_refuses_with_the_migration_when_the_unique_index_is_there() -> None:
+    cluster = Cluster("7.0.12")
+    items = cluster.client()["app"]["memories"]
+    items.create_index([("path", 1), ("key", 1)], unique=True, name="path_key")
+    store = MongoStore(items)
+    store.setup()
+    with pytest.raises(ConfigurationError, match="dropIndex"):
+        store.shard_collections()
+    assert plain_store().setup() is None
+    with pytest.raises(ConfigurationError, match="not mongos"):
+        plain_store().shard_collections()

@@ -30,6 +30,7 @@ __all__ = [
     "Probe",
     "ServerCommand",
     "ServerInfo",
+    "ShardCollection",
     "ShardKeys",
     "Sleep",
     "Step",
@@ -225,6 +226,15 @@ class ShardKeys:
 
 
 @dataclass(frozen=True)
+class ShardCollection:
+    """``shardCollection`` of the role's collection on ``key`` (an admin command through
+    mongos) -> the server's answer. Only ``shard_plan`` asks it, on the user's explicit opt-in."""
+
+    role: Role
+    key: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -262,6 +272,7 @@ Step = (
     | CreateSearchIndex
     | UpdateSearchIndex
     | ShardKeys
+    | ShardCollection
     | Sleep
     | Version
 )

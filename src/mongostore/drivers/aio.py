@@ -38,6 +38,7 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardCollection,
     ShardKeys,
     Sleep,
     Step,
@@ -232,6 +233,11 @@ async def _shard_keys(io: AsyncIO, step: ShardKeys) -> dict[Role, dict[str, Any]
     return shared.shard_keys_answer(await _to_list(config.find(filt, {"key": 1})), roles)
 
 
+async def _shard_collection(io: AsyncIO, step: ShardCollection) -> Any:
+    admin, command = shared.shard_collection_command(io.coll(step.role), step.key)
+    return await admin.command(command)
+
+
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
@@ -251,6 +257,7 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     ShardKeys: _shard_keys,
+    ShardCollection: _shard_collection,
     Sleep: _sleep,
     Version: _version,
 }

@@ -76,6 +76,11 @@ def shard_keys_read(items: Any, vectors: Any | None) -> tuple[Any, dict[str, Any
     return config, {"_id": {"$in": list(roles)}, "dropped": {"$ne": True}}, roles
 
 
+def shard_collection_command(coll: Any, key: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The admin database and the ``shardCollection`` command for ``coll`` (``ShardCollection``)."""
+    return coll.database.client["admin"], {"shardCollection": coll.full_name, "key": dict(key)}
+
+
 def shard_keys_answer(docs: list[Any], roles: dict[str, Role]) -> dict[Role, dict[str, Any] | None]:
     """``{role: shard key pattern}``; None for a collection that is not sharded."""
     found = {d["_id"]: dict(d.get("key") or {}) for d in docs}

@@ -39,6 +39,7 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardCollection,
     ShardKeys,
     Sleep,
     Step,
@@ -198,6 +199,11 @@ def _shard_keys(io: SyncIO, step: ShardKeys) -> dict[Role, dict[str, Any] | None
     return shared.shard_keys_answer(list(config.find(filt, {"key": 1})), roles)
 
 
+def _shard_collection(io: SyncIO, step: ShardCollection) -> Any:
+    admin, command = shared.shard_collection_command(io.coll(step.role), step.key)
+    return admin.command(command)
+
+
 def _sleep(io: SyncIO, step: Sleep) -> None:
     time.sleep(step.seconds)
 
@@ -221,6 +227,7 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     ShardKeys: _shard_keys,
+    ShardCollection: _shard_collection,
     Sleep: _sleep,
     Version: lambda io, s: write_state(io.coll(s.role), s.since),
 }

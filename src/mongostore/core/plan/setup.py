@@ -29,6 +29,7 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Probe,
     ServerInfo,
+    ShardCollection,
     ShardKeys,
     Sleep,
     UpdateSearchIndex,
@@ -152,6 +153,48 @@ def cluster_checks(with_vectors: bool) -> Plan:
             raise ConfigurationError(f"the {role} collection is sharded on {key}: {advice}")
         logger.info("sharded cluster: %s collection %s (%s): %s", role, key or "unsharded", verdict, advice)
     return verdicts
+
+
+CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
+
+
+def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
+    """Shard the store's unsharded collections on the recommended keys (``{_id: 1}``,
+    ``{item_id: 1}``), or hashed ones: the explicit opt-in ``shard_collections()``.
+
+    Behind mongos only; collections already sharded are left as they are (an unsupported
+    key is refused, as in ``setup()``). Returns ``{role: key}`` of the collections it sharded.
+    Run ``setup()`` first: the ranged vectors key needs the ``item_id`` index it creates.
+    """
+    server: Capabilities = yield ServerInfo()
+    if not server.sharded:
+        raise ConfigurationError(
+            "shard_collections() needs a sharded cluster: this server is not mongos (hello has no msg: 'isdbgrid')"
+        )
+    verdicts = yield from cluster_checks(with_vectors)
+    if not verdicts:
+        raise ConfigurationError(
+            "could not read the collections' shard keys from config.collections: shard them yourself "
+            "(docs/scaling.md has the commands)"
+        )
+    done: dict[str, dict[str, Any]] = {}
+    for role, (_key, verdict, _advice) in verdicts.items():
+        if verdict != "unsharded":
+            continue
+        key = {q.KEY_FIELD[role]: "hashed" if hashed else 1}
+        try:
+            yield ShardCollection(role, key)
+        except OperationFailure as exc:
+            if exc.code not in CANNOT_SHARD_CODES:
+                raise
+            raise ConfigurationError(
+                f"could not shard the {role} collection on {key}: {exc}. A store set up before on a replica set "
+                "has a unique path_key: drop it (db.<items>.dropIndex('path_key')), run setup() through mongos, "
+                "then shard_collections() again (docs/scaling.md)"
+            ) from exc
+        logger.info("sharded the %s collection on %s", role, key)
+        done[role] = key
+    return done
 
 
 # An index of that name exists with other options / other keys.
