@@ -532,6 +532,10 @@ class MongosClient:
     def get_database(self, name: str, *args: Any, **kwargs: Any) -> MongosDatabase:
         return self[name]
 
+    @property
+    def admin(self) -> MongosDatabase:
+        return self["admin"]
+
     def close(self) -> None:
         pass
 
@@ -1049,6 +1053,10 @@ class AsyncMongosClient:
 
     def __getitem__(self, name: str) -> AsyncMongosDatabase:
         return AsyncMongosDatabase(MongosDatabase(self.cluster, name))
+
+    @property
+    def admin(self) -> AsyncMongosDatabase:
+        return self["admin"]
 
     def __getattr__(self, name: str) -> Any:
         bulk = getattr(MongosClient(self.cluster), name)  # AttributeError before 8.0, as the sync face
