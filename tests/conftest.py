@@ -66,11 +66,6 @@ MONGOS_NOT_APPLICABLE = {
     "test_a_rejected_write_names_its_item_and_the_rest_lands": (
         "the test creates a unique index on value.email, which a sharded collection refuses (code 67)"
     ),
-    "test_a_put_of_a_key_this_store_wrote_reads_nothing_first": (
-        "behind mongos the store does not take the one-trip route (its retags are keyed by the vector _id alone)"
-    ),
-    "test_a_coalesced_agent_step_sends_its_reads_and_writes_at_once": "the one-trip route is off behind mongos",
-    "test_a_rejected_put_is_forgotten": "the one-trip route is off behind mongos",
 }
 
 

@@ -97,13 +97,6 @@ class AsyncCollection:
     def find(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(self._collection.find(*args, **kwargs))
 
-    def write_state(self, since: int | None = None) -> Any:
-        """The write state of the collection underneath (``mongomock_compat.versions``)."""
-        from mongostore.drivers.mongomock_compat.versions import write_state
-
-        return write_state(self._collection, since)
-
-
     def aggregate(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(iter(list(self._collection.aggregate(*args, **kwargs))))
 
