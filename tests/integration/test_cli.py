@@ -124,7 +124,7 @@ def test_put_options_ttl_no_index_and_stdin(run: Run, store: MongoStore, monkeyp
         (["put", "langgraph.x", "k", "{}"], 'cannot be "langgraph"'),
         (["put", "a", "k", '{"a":'], "the value is not valid JSON"),
         (["put", "a", "k", "[1, 2]"], "must be a JSON object"),
-        (["put", "a", "k", '{"$set": 1}'], "starts with '$'"),
+        (["put", "a", "k", '{"$set": {"a\\u0000": 1}}'], "contains a NUL byte"),
         (["put", "a", "k", "{}", "--ttl", "0"], "--ttl must be a positive"),
         (["search", "--filter", "{nope"], "--filter is not valid JSON"),
         (["search", "--filter", "[1]"], "--filter must be a JSON object"),
@@ -238,7 +238,7 @@ def test_import_is_idempotent_and_reports_rejections(run: Run, tmp_path: Path) -
     lines.insert(4, "")
     lines.insert(5, '["a list"]')
     lines.append('{"namespace": ["langgraph"], "key": "x", "value": {}}')
-    lines.append('{"namespace": "n.0", "key": "bad", "value": {"$inc": 1}}')
+    lines.append('{"namespace": "n.0", "key": "bad", "value": {"$inc": {"a\\u0000": 1}}}')
     lines.append('{"namespace": ["n"], "key": 7, "value": {}}')
     lines.append('{"namespace": ["n"], "key": "t", "value": {}, "ttl": "soon"}')
     lines.append('{"namespace": "n.0", "key": "dotted", "value": {"text": "dotted namespace"}}')
@@ -249,7 +249,8 @@ def test_import_is_idempotent_and_reports_rejections(run: Run, tmp_path: Path) -
     assert code == EXIT_USAGE
     assert "8 item(s) written, 6 rejected" in out
     assert "line 3: bad JSON:" in out and "line 6: bad record: expected a JSON object" in out
-    assert "bad namespace" in out and "invalid value: field name '$inc'" in out and "bad key" in out
+    assert "bad namespace" in out and "bad key" in out
+    assert "invalid value: field name 'a\\x00' in value.$inc contains a NUL" in out
     assert "bad ttl" in out
     assert "6 line(s) rejected; every other line was written" in err
     assert target.collection.count_documents({}) == 8

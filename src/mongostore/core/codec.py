@@ -20,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import bson
+from bson.dbref import DBRef
 from bson.errors import InvalidDocument
 from bson.int64 import Int64
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem, get_text_at_path
@@ -143,7 +144,8 @@ def epoch_ms(value: datetime | int) -> int:
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put.
+    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put
+    (and every ``DBRef`` back to the dict it was).
 
     pymongo stores a Python int outside int32 as BSON int64 and decodes int64 as
     ``Int64`` (``bson._get_int64``), so on any real server ``2**31`` comes back as an
@@ -170,6 +172,10 @@ def plain_value(value: Any) -> Any:
         return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     if isinstance(value, Int64):
         return int(value)
+    if isinstance(value, DBRef):
+        # pymongo decodes a subdocument holding "$ref" and "$id" as a DBRef; the user put a
+        # dict (a JSON Schema with both keywords, say) and gets the dict back.
+        return plain_value(dict(value.as_doc()))
     return value
 
 
@@ -206,6 +212,13 @@ _NESTS = f" nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per d
 def _bad_field_name(obj: Any, where: str = "value", depth: int = 0) -> str | None:
     """The first field name (or string, or nesting) MongoDB would refuse, described, or None.
 
+    Field names that start with ``$`` or hold ``.`` (JSON Schema's ``$ref``, ``$schema``)
+    are stored: MongoDB 5.0+ keeps them in nested documents written by an insert, an
+    upsert or an update pipeline (the item's ``value`` goes in as a ``$literal``; manual:
+    "Field Names with Periods and Dollar Signs"). What it cannot store is refused: a
+    field name that is not a string or holds NUL, text that is not UTF-8, nesting over
+    100 levels. Filters cannot name such fields (``queries.filters``).
+
     The path to it (``value.a[0].b``) is built only once something is found: a put's
     value is walked on every write, and most are fine.
     """
@@ -229,8 +242,6 @@ def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
         for k, v in obj.items():
             if type(k) is not str and not isinstance(k, str):
                 return f"field name {k!r} in ", " is not a string", []
-            if k.startswith("$"):
-                return f"field name {k!r} in ", " starts with '$'", []
             if "\x00" in k:
                 return f"field name {k!r} in ", " contains a NUL byte", []
             if not k.isascii() and unencodable(k):
