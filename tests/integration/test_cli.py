@@ -294,19 +294,25 @@ def test_import_rerun_after_a_failure_completes(run: Run, tmp_path: Path, monkey
     assert target.collection.count_documents({}) == 10
 
 
-def test_import_from_stdin_and_keep_timestamps(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_from_stdin_keeps_timestamps_unless_reset(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An import of an export restores the history stats and report show (issue 29, item 4).
     old = "2020-01-02T03:04:05+00:00"
     rec = {"namespace": ["n"], "key": "k", "value": {"text": "x"}, "created_at": old, "updated_at": old}
     target = make()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
     assert run.json("import", "-", store=target)["written"] == 1
     item = target.get(("n",), "k")
-    assert item is not None and item.created_at.year >= 2025  # fresh timestamps by default
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
-    assert run.json("import", "-", "--keep-timestamps", store=target)["written"] == 1
-    item = target.get(("n",), "k")
     assert item is not None
-    assert item.created_at == item.updated_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert item.created_at == item.updated_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)  # by default
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
+    fresh = make()
+    assert run.json("import", "-", "--reset-timestamps", store=fresh)["written"] == 1
+    item = fresh.get(("n",), "k")
+    assert item is not None and item.created_at.year >= 2025  # the import time, as for any put
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
+    assert run.json("import", "-", "--keep-timestamps", store=target)["written"] == 1  # still accepted
+    item = target.get(("n",), "k")
+    assert item is not None and item.created_at.year == 2020
 
 
 def test_export_streams_with_a_cursor(run: Run, store: MongoStore, monkeypatch: pytest.MonkeyPatch) -> None:

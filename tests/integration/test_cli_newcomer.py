@@ -283,7 +283,7 @@ def test_stale_tables_are_dotted_and_limited(run: Run, data_dir: Path, tmp_path:
             for i in range(12)
         )
     )
-    assert run("import", str(path), "--keep-timestamps")[0] == EXIT_OK
+    assert run("import", str(path))[0] == EXIT_OK  # timestamps kept by default
     code, out, _ = run("stats", "users", "--limit", "8")
     assert code == EXIT_OK and "users/carol" not in out
     assert len(re.findall(r"^users\.carol\.memories\s+k\d\d\s", out, re.M)) == 8

@@ -221,11 +221,21 @@ def _add_transfer_commands(sub: _AddCommand) -> None:
     p = sub("import", "read JSON Lines written by export (batched, idempotent upserts)", cmd_import)
     p.add_argument("file", help="a .jsonl file, or - for stdin")
     p.add_argument("--batch-size", type=_positive_int, default=500, help="lines per write (default 500)")
-    p.add_argument(
-        "--keep-timestamps",
-        action="store_true",
-        help="set created_at/updated_at from the file (default: the import time, as for any put)",
+    stamps = p.add_mutually_exclusive_group()
+    stamps.add_argument(
+        "--reset-timestamps",
+        dest="keep_timestamps",
+        action="store_false",
+        help="set created_at/updated_at to the import time, as for any put "
+        "(default: keep the file's, so an import of an export restores the history)",
     )
+    stamps.add_argument(
+        "--keep-timestamps",
+        dest="keep_timestamps",
+        action="store_true",
+        help="keep the file's created_at/updated_at (the default)",
+    )
+    p.set_defaults(keep_timestamps=True)
 
     p = sub("reindex", "re-embed items with the current embedder (batched, resumable)", cmd_reindex)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
