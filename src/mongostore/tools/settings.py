@@ -25,6 +25,7 @@ from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
 from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
 
 __all__ = [
+    "DEFAULT_FIELDS",
     "ENV_COLLECTION",
     "ENV_DATA_DIR",
     "ENV_DB",
@@ -53,6 +54,11 @@ ENV_COLLECTION = "MONGOSTORE_COLLECTION"
 ENV_EMBED = "MONGOSTORE_EMBED"
 ENV_DIMS = "MONGOSTORE_DIMS"
 ENV_FIELDS = "MONGOSTORE_FIELDS"
+#: What the tools embed when no fields are given: the CLI, the demo and the Agent Server
+#: alike (the Python examples pass ``fields=["text"]``), so that they embed one shared
+#: store the same way. A value without a ``text`` string is stored but has no vector;
+#: ``$`` embeds the whole value as JSON.
+DEFAULT_FIELDS: tuple[str, ...] = ("text",)
 ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
 IN_MEMORY_URI = "mongomock://"
 DEFAULT_TIMEOUT = 10.0
@@ -385,7 +391,7 @@ class StoreSettings:
         if resolved is None:
             return None, "none: semantic search is off (search by namespace and filter only)"
         embed, dims, description = resolved
-        config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or ("$",)))
+        config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or DEFAULT_FIELDS))
         return config, description
 
 

@@ -134,7 +134,7 @@ def _command_settings(args: argparse.Namespace) -> StoreSettings:
     if args.command != "demo":
         return _settings(args)
     # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
-    settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+    settings = _settings(args, db_default=DEMO_DB)
     if settings.uri is None:
         settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
     return settings

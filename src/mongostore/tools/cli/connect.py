@@ -61,9 +61,7 @@ class Ctx:
         self.err.write(f"{PROG}: {text}\n")
 
 
-def _settings(
-    args: argparse.Namespace, *, db_default: str | None = None, fields_default: tuple[str, ...] | None = None
-) -> StoreSettings:
+def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> StoreSettings:
     fields = split_fields(args.fields, "--fields") if args.fields is not None else None
     uri = args.uri
     if uri is not None and not uri.strip():
@@ -79,8 +77,6 @@ def _settings(
     )
     if db_default is not None and not args.db and not os.environ.get(ENV_DB):
         settings = replace(settings, db=db_default)
-    if fields_default is not None and settings.fields is None:
-        settings = replace(settings, fields=fields_default)
     return settings
 
 #: Commands that lock the local store per operation, as a server isolates each one, instead

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import Any
 
-from langgraph.store.base import NOT_PROVIDED
+from langgraph.store.base import NOT_PROVIDED, get_text_at_path, tokenize_path
 
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
@@ -56,12 +56,27 @@ def cmd_put(ctx: Ctx) -> int:
     if a.ttl is not None:
         _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
+    _note_unembedded(ctx, value, index)
     if ctx.json:
         ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
     else:
         extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
         ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
     return EXIT_OK
+
+def _note_unembedded(ctx: Ctx, value: dict[str, Any], index: Any) -> None:
+    """Say so when a put's value has no text at the fields embedded (semantic search misses it)."""
+    config = getattr(ctx.store, "index_config", None)
+    if index is False or not config:
+        return
+    fields = index if index is not None else list(config.get("fields") or ["$"])
+    if any(f == "$" or get_text_at_path(value, tokenize_path(f)) for f in fields):
+        return
+    ctx.warn(
+        f"note: the value has no text at {','.join(fields)}, so it has no vector and semantic search "
+        "will not find it (--fields $ embeds the whole value; --index a,b embeds other fields for this item)"
+    )
+
 
 #: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
 MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60

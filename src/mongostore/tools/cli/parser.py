@@ -99,7 +99,8 @@ def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
     e.add_argument(
         "--fields",
         default=d(None),
-        help=h("comma-separated value paths to embed, e.g. text,tags[*] (default: $MONGOSTORE_FIELDS or $)"),
+        help=h("comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
+          "(default: $MONGOSTORE_FIELDS or text)"),
     )
     o = parser.add_argument_group("output (also after the command)") if not sub else parser
     o.add_argument(

@@ -1,0 +1,72 @@
+"""Issue 29, the first hour, second pass: one set of defaults for the tools.
+
+Run like ``test_cli_newcomer``: ``cli.main`` on the local store in a fresh directory
+(``clean_store_env``), one call per command, as separate processes would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mongostore.drivers.embedded import LocalCollection, LocalFile
+from mongostore.tools.cli import EXIT_OK, main
+from mongostore.tools.server import StoreSettings
+
+pytestmark = pytest.mark.usefixtures("clean_store_env")
+
+
+class Run:
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        code = main(["--embed", "hashing", *argv])
+        out, err = self.capsys.readouterr()
+        assert "Traceback" not in out + err
+        return code, out, err
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    return Run(capsys)
+
+
+def vector_fields(data_dir: Path) -> list[str]:
+    vectors = LocalCollection(LocalFile(data_dir, "mongostore"), "memories_vectors")
+    return sorted(str(d["field"]) for d in vectors.find({}))
+
+
+# ------------------------------------------------------------------- item 3: what is embedded
+
+
+def test_the_cli_and_the_agent_server_embed_text_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MONGOSTORE_FIELDS", raising=False)
+    index, _ = StoreSettings.from_env({"MONGOSTORE_EMBED": "hashing"}).index()  # make_store's settings
+    assert index is not None and index["fields"] == ["text"]
+    examples = json.loads((Path(__file__).resolve().parents[2] / "examples" / "langgraph.json").read_text())
+    assert examples["env"].get("MONGOSTORE_FIELDS", "text") == "text"  # the Agent Server example agrees
+
+
+def test_a_cli_put_embeds_the_text_field_and_says_when_there_is_none(run: Run, clean_store_env: Path) -> None:
+    code, _, err = run("put", "users.alice.memories", "pizza", '{"text": "I like pizza", "kind": "preference"}')
+    assert code == EXIT_OK and "no text" not in err
+    assert vector_fields(clean_store_env) == ["text"]  # not "$": the whole value as JSON
+    code, _, err = run("put", "users.alice.memories", "plain", '{"note": "no text field"}')
+    assert code == EXIT_OK
+    assert "no text at text" in err and "--fields $" in err
+    code, _, err = run("put", "users.alice.memories", "whole", '{"note": "x"}', "--fields", "$")
+    assert code == EXIT_OK and "no text" not in err
+    assert vector_fields(clean_store_env) == ["$", "text"]
+
+
+def test_search_scores_as_the_demo_does(run: Run) -> None:
+    run("put", "users.alice.memories", "pizza", '{"text": "I like pizza", "kind": "preference"}')
+    code, out, _ = run("search", "users.alice", "--query", "I like pizza", "--json")
+    assert code == EXIT_OK
+    data: Any = json.loads(out)
+    results = data["results"] if isinstance(data, dict) else data
+    assert results[0]["score"] == pytest.approx(1.0, abs=1e-6)  # the text alone, not the value's JSON
