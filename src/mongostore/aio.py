@@ -41,6 +41,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
+from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
@@ -155,6 +156,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             return
         from pymongo import AsyncMongoClient
 
+        await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
         client: AsyncMongoClient[Any] = AsyncMongoClient(
             conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
         )
