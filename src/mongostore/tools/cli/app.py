@@ -161,8 +161,8 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
         if args.command == "put" and args.value == "-":
             args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
         whole = args.command not in PER_OPERATION_COMMANDS
-        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description):
-            ctx = Ctx(args, opened, settings, description, args.json, progress)
+        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description, loaded):
+            ctx = Ctx(args, opened, settings, description, args.json, progress, load_seconds=loaded)
             return int(args.func(ctx))
     except CLIError as exc:
         return _fail(json_mode, str(exc), exc.code)

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -37,6 +38,8 @@ class Ctx:
     json: bool
     progress: bool
     injected: bool = False
+    #: Seconds the local store took to load its file when the command opened it (None: not local).
+    load_seconds: float | None = None
 
     @property
     def where(self) -> str:
@@ -90,12 +93,13 @@ PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 @contextmanager
 def _open(
     settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
-) -> Iterator[tuple[MongoStore, str]]:
+) -> Iterator[tuple[MongoStore, str, float | None]]:
+    """The store, the embedder's description, and the local store's load time in seconds."""
     index, description = settings.index()
     if settings.in_memory:
         with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
             store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
-            yield store, description
+            yield store, description, None
         return
     if settings.local:
         with MongoStore.local(
@@ -104,15 +108,17 @@ def _open(
             engine = store.engine  # type: ignore[attr-defined]
             engine.on_wait = warn
             # The whole command is one transaction: other commands wait, nothing is lost.
+            started = time.perf_counter()
             with engine.transaction() if whole_command else contextlib.nullcontext():
-                with engine.transaction():
+                with engine.transaction():  # the first one reads the file: its load time is measured
                     names = store.collection.database.list_collection_names()
                     wanted = [store.collection.name]
                     if store.vectors_collection is not None:
                         wanted.append(store.vectors_collection.name)
+                    loaded = time.perf_counter() - started
                     if any(name not in names for name in wanted):
                         store.setup()  # a new store (or a first index): indexes, as on a set-up server
-                yield store, description
+                yield store, description, loaded
         return
     assert settings.uri is not None
     note = probe_server(settings.uri, timeout)
@@ -127,7 +133,7 @@ def _open(
         serverSelectionTimeoutMS=ms,
         connectTimeoutMS=ms,
     ) as store:
-        yield store, description
+        yield store, description, None
 
 
 def _describe_injected(store: MongoStore) -> str:
