@@ -87,9 +87,7 @@ def test_doctor_shows_the_local_files_size_and_load_time(run: Run, clean_store_e
     assert data["data_file_bytes"] == size and isinstance(data["load_seconds"], float)
 
 
-def test_doctor_says_when_the_local_store_is_slow_to_load(
-    run: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_doctor_says_when_the_local_store_is_slow_to_load(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     from mongostore.tools.cli import admin
 
     run("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}')
@@ -99,3 +97,70 @@ def test_doctor_says_when_the_local_store_is_slow_to_load(
     assert "to load (1 items" not in out  # counted properly
     note = next(r for r in out.splitlines() if "s to load" in r)
     assert "every command" in note and "MongoDB" in note and "mongostore export" in note
+
+
+# ------------------------------------------------------------------- item 9: small things
+
+
+def test_the_local_stores_path_is_printed_once_per_command(run: Run, clean_store_env: Path) -> None:
+    path = str(clean_store_env)
+    for argv in (
+        ("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}'),
+        ("get", "users.alice.memories", "pizza"),
+        ("get", "users.alice.memories", "nope"),
+        ("search", "users"),
+        ("stats", "users"),
+        ("doctor",),
+        ("setup",),
+        ("rm", "users.alice.memories", "pizza"),
+    ):
+        _, out, err = run(*argv)
+        assert (out + err).count(path) == 1, (argv, out, err)
+
+
+def test_dash_v_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from mongostore import __version__
+
+    assert main(["-V"]) == EXIT_OK
+    out, err = capsys.readouterr()
+    assert out.strip() == f"mongostore {__version__}" and "--" not in err
+
+
+def test_an_unknown_option_does_not_suggest_dash_dash(run: Run) -> None:
+    code, _, err = run("-X")
+    assert code != EXIT_OK and "goes after --" not in err
+    _, _, err = run("get", "users.alice", "-k1")
+    assert "goes after --" in err  # where a key may start with "-", the hint stays
+
+
+def test_counts_are_in_the_right_number(run: Run) -> None:
+    from mongostore.tools.analytics import NamespaceCount, NamespaceCountsReport
+    from mongostore.tools.report import count, namespaces_svg
+
+    assert (count(1, "item"), count(2, "item"), count(1_000, "namespace")) == ("1 item", "2 items", "1,000 namespaces")
+    report = NamespaceCountsReport(
+        prefix=("users",),
+        level=2,
+        rows=(NamespaceCount("alice", 1, 1),),
+        total_items=1,
+        total_namespaces=1,
+        total_labels=1,
+    )
+    svg = namespaces_svg(report)
+    assert "1 item \u00b7 1 namespace" in svg and "1 items" not in svg and "1 ns" not in svg
+    run("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}')
+    _, out, _ = run("stats", "users")
+    assert "1 item in 1 namespace" in out
+
+
+def test_postgres_index_keys_point_to_ours() -> None:
+    from mongostore import ConfigurationError, MongoStore
+    from mongostore.tools.embeddings import HashingEmbeddings
+
+    base: dict[str, Any] = {"dims": 8, "embed": HashingEmbeddings(8)}
+    with pytest.raises(ConfigurationError, match=r"use index\['similarity'\].*similarity='euclidean'"):
+        MongoStore.in_memory(index={**base, "distance_type": "l2"})
+    with pytest.raises(ConfigurationError, match=r"similarity='dotProduct'"):
+        MongoStore.in_memory(index={**base, "distance_type": "inner_product"})
+    with pytest.raises(ConfigurationError, match=r"ann_index_config.*remove it"):
+        MongoStore.in_memory(index={**base, "ann_index_config": {"kind": "hnsw"}})

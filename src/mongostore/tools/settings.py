@@ -322,12 +322,12 @@ class StoreSettings:
         assert self.uri is not None
         return f"{redact_uri(self.uri)} ({self.db}.{self.collection})"
 
-    def label(self) -> str:
-        """One line saying where the data lives, credentials hidden."""
+    def label(self, path: bool = True) -> str:
+        """One line saying where the data lives, credentials hidden (``path``: the local store's file too)."""
         where = f"database {self.db!r}, collection {self.collection!r}"
         if self.local:
             return (
-                f"local store {self.local_file()} ({where}): kept between commands; "
+                f"local store {str(self.local_file()) + ' ' if path else ''}({where}): kept between commands; "
                 f"set --uri or {ENV_URI} for a MongoDB server"
             )
         if self.in_memory:

@@ -37,8 +37,9 @@ def cmd_setup(ctx: Ctx) -> int:
     if ctx.json:
         ctx.emit({"ok": True, "store": ctx.settings.label(), **_status_json(status)})
         return EXIT_OK
-    ctx.print(f"indexes ready on {ctx.settings.label() if not ctx.injected else 'the given store'}")
-    if ctx.settings.local and not ctx.injected:
+    local = ctx.settings.local and not ctx.injected
+    ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
+    if local:
         ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
@@ -143,7 +144,7 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     """The lines of ``doctor``'s text output, as (name, value)."""
     idx = status.get("vector_search_index") or {}
     rows: list[tuple[str, str]] = [
-        ("store", ctx.settings.label() if not ctx.injected else "the given store"),
+        ("store", ctx.settings.label(path=data_file is None) if not ctx.injected else "the given store"),
         *([("data file", _file_text(data_file, ctx.load_seconds))] if data_file else []),
         ("server", server),
         ("embedder", ctx.embedder),

@@ -81,6 +81,8 @@ def _dash_hint(argv: Sequence[str], message: str) -> str:
     """A hint when a positional that starts with ``-`` was taken for an option."""
     if "unrecognized arguments" not in message and "the following arguments are required" not in message:
         return ""
+    if not {"put", "get", "rm"} & set(argv):
+        return ""  # only these take a key that could start with "-"
     dashed = [a for a in argv if a.startswith("-") and not a.startswith("--") and len(a) > 1 and a not in ("-f",)]
     if not dashed or "--" in argv:
         return ""
@@ -152,7 +154,8 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
             return int(args.func(ctx))
         if args.command != "demo":
             if settings.local:
-                _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
+                if args.command not in ("doctor", "setup"):  # they name the file themselves, once
+                    _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
             elif settings.in_memory:
                 _note(
                     "using the embedded in-memory store (mongomock): it starts empty and is lost when this "

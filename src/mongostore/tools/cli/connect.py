@@ -43,8 +43,16 @@ class Ctx:
 
     @property
     def where(self) -> str:
-        """Where the data is, in a few words (named in result lines)."""
-        return "the given store" if self.injected else self.settings.where()
+        """Where the data is, in a few words (named in result lines).
+
+        The local store's file is named once per command, on stderr when it opens; the
+        lines after it say "the local store" (``--json`` output keeps the path).
+        """
+        if self.injected:
+            return "the given store"
+        if self.settings.local and not self.json:
+            return "the local store"
+        return self.settings.where()
 
     @property
     def out(self) -> TextIO:

@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Without --uri / MONGODB_URI every command runs on the local store, a file under --data-dir that is "
         "kept between commands (`mongostore doctor` says where).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     _common(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
