@@ -84,11 +84,13 @@ def test_put_get_rm(run: Run) -> None:
     code, out, _ = run("get", "users.alice.memories", "k1")
     assert code == EXIT_OK
     assert "namespace   users.alice.memories" in out and '"text": "I like pizza"' in out
-    got = run.json("get", "users.alice.memories", "k1")
+    got = run.json("get", "users.alice.memories", "k1")["item"]
     assert got["namespace"] == ["users", "alice", "memories"] and got["value"] == {"text": "I like pizza"}
     assert datetime.fromisoformat(got["created_at"]).tzinfo is not None
     assert run.json("rm", "users.alice.memories", "k1") == {
         "ok": True,
+        "command": "rm",
+        "store": "the given store",
         "namespace": ["users", "alice", "memories"],
         "key": "k1",
         "deleted": True,
@@ -163,15 +165,15 @@ def test_search_table_json_filter_and_paging(run: Run) -> None:
     assert header.split() == ["namespace", "key", "score", "updated", "value"]
     assert set(rule) <= {"-", " "}
     assert "I like pizza" in first or "I like hiking" in first  # both share the word "like"
-    hits = run.json("search", "users.alice", "--query", "what food do I like?")
+    hits = run.json("search", "users.alice", "--query", "what food do I like?")["items"]
     assert hits[0]["value"]["text"] == "I like pizza"
     assert all(isinstance(h["score"], float) for h in hits)
-    prefs = run.json("search", "users", "--filter", '{"kind": "preference"}')
+    prefs = run.json("search", "users", "--filter", '{"kind": "preference"}')["items"]
     assert sorted(h["value"]["text"] for h in prefs) == ["I like hiking", "I like pizza"]
-    everything = run.json("search", "--limit", "10")
+    everything = run.json("search", "--limit", "10")["items"]
     assert len(everything) == 4
-    page = [h["key"] for h in run.json("search", "--limit", "2")] + [
-        h["key"] for h in run.json("search", "--limit", "2", "--offset", "2")
+    page = [h["key"] for h in run.json("search", "--limit", "2")["items"]] + [
+        h["key"] for h in run.json("search", "--limit", "2", "--offset", "2")["items"]
     ]
     assert sorted(page) == sorted(h["key"] for h in everything)
     code, _, err = run("search", "--limit", "2")
@@ -184,10 +186,12 @@ def test_ls_prefix_suffix_depth(run: Run) -> None:
     seed(run)
     _, out, _ = run("ls")
     assert out.splitlines() == ["users.alice.memories", "users.bob.memories", "users.bob.notes"]
-    assert run.json("ls", "--suffix", "memories", "--max-depth", "2") == [["users", "alice"], ["users", "bob"]]
-    assert run.json("ls", "--prefix", "users.*.notes") == [["users", "bob", "notes"]]
-    assert run.json("ls", "--prefix", "users.bob") == [["users", "bob", "memories"], ["users", "bob", "notes"]]
-    assert run.json("ls", "--limit", "1", "--offset", "1") == [["users", "bob", "memories"]]
+    ls = run.json("ls", "--suffix", "memories", "--max-depth", "2")
+    assert ls["namespaces"] == [["users", "alice"], ["users", "bob"]]
+    assert run.json("ls", "--prefix", "users.*.notes")["namespaces"] == [["users", "bob", "notes"]]
+    ls = run.json("ls", "--prefix", "users.bob")
+    assert ls["namespaces"] == [["users", "bob", "memories"], ["users", "bob", "notes"]]
+    assert run.json("ls", "--limit", "1", "--offset", "1")["namespaces"] == [["users", "bob", "memories"]]
 
 
 def test_options_after_or_before_the_command(run: Run) -> None:
@@ -220,7 +224,12 @@ def test_export_import_round_trip(run: Run, store: MongoStore, tmp_path: Path) -
 
     target = make()
     summary = run.json("import", str(out_file), store=target)
-    assert summary == {"lines": 3, "written": 3, "rejected": 0, "by_reason": {}, "rejections": []}
+    assert summary == {
+        "ok": True,
+        "command": "import",
+        "store": "the given store",
+        **{"lines": 3, "written": 3, "rejected": 0, "by_reason": {}, "rejections": []},
+    }
     for rec in lines:
         item = target.get(tuple(rec["namespace"]), rec["key"])
         assert item is not None and item.value == store.get(tuple(rec["namespace"]), rec["key"]).value  # type: ignore[union-attr]
@@ -471,7 +480,7 @@ def test_settings_from_env(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
     monkeypatch.setenv("MONGOSTORE_DB", "envdb")
     report = r.json("doctor")
     assert report["index"] == "dims=48, fields=text,tags[*]"
-    assert "database 'envdb'" in report["store"]
+    assert "envdb" in report["store"]
     assert r.json("doctor", "--dims", "24", "--db", "clidb")["index"].startswith("dims=24")
     monkeypatch.setenv("MONGOSTORE_DIMS", "lots")
     code, _, err = r("doctor")

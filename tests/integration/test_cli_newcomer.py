@@ -367,5 +367,5 @@ def test_the_demo_can_keep_its_memories_in_the_local_store(data_dir: Path) -> No
     found = subprocess.run([*base, "--db", "mongostore_demo", "search", "alice.memories", "--json"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert found.returncode == 0, found.stderr
-    assert "I like pizza" in {i["value"]["text"] for i in json.loads(found.stdout)}
+    assert "I like pizza" in {i["value"]["text"] for i in json.loads(found.stdout)["items"]}
     assert (data_dir / "mongostore_demo.bson").is_file()

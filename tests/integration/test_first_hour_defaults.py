@@ -68,7 +68,7 @@ def test_search_scores_as_the_demo_does(run: Run) -> None:
     code, out, _ = run("search", "users.alice", "--query", "I like pizza", "--json")
     assert code == EXIT_OK
     data: Any = json.loads(out)
-    results = data["results"] if isinstance(data, dict) else data
+    results = data["items"] if isinstance(data, dict) else data
     assert results[0]["score"] == pytest.approx(1.0, abs=1e-6)  # the text alone, not the value's JSON
 
 
@@ -164,3 +164,38 @@ def test_postgres_index_keys_point_to_ours() -> None:
         MongoStore.in_memory(index={**base, "distance_type": "inner_product"})
     with pytest.raises(ConfigurationError, match=r"ann_index_config.*remove it"):
         MongoStore.in_memory(index={**base, "ann_index_config": {"kind": "hnsw"}})
+
+
+def test_every_command_answers_json_in_one_envelope(run: Run, tmp_path: Path) -> None:
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"namespace": ["users", "bob"], "key": "k", "value": {"text": "I like hiking"}}\n')
+    commands: list[tuple[str, ...]] = [
+        ("setup",),
+        ("doctor",),
+        ("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}'),
+        ("get", "users.alice.memories", "pizza"),
+        ("search", "users"),
+        ("ls",),
+        ("export", "users", "-o", str(tmp_path / "out.jsonl")),
+        ("import", str(jsonl)),
+        ("reindex",),
+        ("stats", "users"),
+        ("report", "users", "--out", str(tmp_path / "r.html")),
+        ("rm", "users.alice.memories", "pizza"),
+        ("demo", "--uri", "mongomock://"),
+    ]
+    for argv in commands:
+        code, out, err = run(*argv, "--json")
+        assert code == EXIT_OK, (argv, err)
+        doc = json.loads(out)
+        assert isinstance(doc, dict), argv
+        assert doc["ok"] is True and doc["command"] == argv[0] and isinstance(doc["store"], str), (argv, doc)
+    for argv, expected in ((("get", "users.alice.memories", "gone"), 3), (("search", "--limit", "x"), 2)):
+        code, out, _ = run(*argv, "--json")
+        doc = json.loads(out)
+        assert code == expected and doc["ok"] is False and doc["exit_code"] == expected
+        assert doc["command"] == argv[0] and doc["error"]
+    search = json.loads(run("search", "users", "--json")[1])
+    assert [i["key"] for i in search["items"]] == ["k"]
+    assert json.loads(run("ls", "--json")[1])["namespaces"] == [["users", "bob"]]
+    assert json.loads(run("get", "users.bob", "k", "--json")[1])["item"]["value"] == {"text": "I like hiking"}

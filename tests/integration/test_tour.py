@@ -174,7 +174,7 @@ def test_the_five_minute_tour_without_a_server(tmp_path: Path) -> None:
         cwd=work, env=env, capture_output=True, text=True, timeout=180, check=False,
     )
     ok(final)
-    assert sorted(i["key"] for i in json.loads(final.stdout)) == ["hike", "pizza"]
+    assert sorted(i["key"] for i in json.loads(final.stdout)["items"]) == ["hike", "pizza"]
 
 
 def test_the_readme_python_snippet_without_a_server(tmp_path: Path) -> None:

@@ -318,7 +318,7 @@ class StoreSettings:
         if self.local:
             return f"local store {self.local_file()}"
         if self.in_memory:
-            return "the in-memory store (temporary)"
+            return f"the in-memory store (temporary; {self.db}.{self.collection})"
         assert self.uri is not None
         return f"{redact_uri(self.uri)} ({self.db}.{self.collection})"
 

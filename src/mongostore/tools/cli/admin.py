@@ -35,7 +35,7 @@ def cmd_setup(ctx: Ctx) -> int:
     ctx.store.setup()
     status = ctx.store.status()
     if ctx.json:
-        ctx.emit({"ok": True, "store": ctx.settings.label(), **_status_json(status)})
+        ctx.emit(_status_json(status))
         return EXIT_OK
     local = ctx.settings.local and not ctx.injected
     ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
@@ -74,7 +74,6 @@ def cmd_doctor(ctx: Ctx) -> int:
         ctx.emit(
             {
                 "ok": not problems,
-                "store": ctx.settings.label() if not ctx.injected else "given store",
                 "data_file": str(data_file) if data_file else None,
                 "data_file_bytes": _file_size(data_file) if data_file else None,
                 "load_seconds": round(ctx.load_seconds, 3) if ctx.load_seconds is not None else None,

@@ -9,7 +9,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -65,8 +65,14 @@ class Ctx:
     def print(self, text: str = "") -> None:
         self.out.write(text + "\n")
 
-    def emit(self, obj: Any) -> None:
-        self.out.write(dumps(obj) + "\n")
+    def envelope(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The one shape of every command's ``--json`` output: ``ok``, ``command`` and ``store``,
+        then the command's own fields (a list goes under a name: ``items``, ``namespaces``)."""
+        return {"ok": True, "command": self.args.command, "store": self.where, **fields}
+
+    def emit(self, fields: Mapping[str, Any]) -> None:
+        """Print the command's one JSON document on stdout (``envelope``)."""
+        self.out.write(dumps(self.envelope(fields)) + "\n")
 
     def warn(self, text: str) -> None:
         self.err.write(f"{PROG}: {text}\n")

@@ -58,7 +58,7 @@ def cmd_put(ctx: Ctx) -> int:
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     _note_unembedded(ctx, value, index)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
+        ctx.emit({"namespace": list(namespace), "key": a.key})
     else:
         extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
         ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
@@ -99,7 +99,7 @@ def cmd_get(ctx: Ctx) -> int:
             EXIT_NOT_FOUND,
         )
     if ctx.json:
-        ctx.emit(_item_json(item))
+        ctx.emit({"item": _item_json(item)})
         return EXIT_OK
     ctx.print(f"namespace   {format_namespace(item.namespace)}")
     ctx.print(f"key         {item.key}")
@@ -121,7 +121,7 @@ def cmd_rm(ctx: Ctx) -> int:
         )
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
+        ctx.emit({"namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
     else:
         done = "deleted" if existed else "nothing to delete at"
         ctx.print(f"{done} {format_namespace(namespace)} / {ctx.args.key} in {ctx.where}")
@@ -144,7 +144,7 @@ def cmd_search(ctx: Ctx) -> int:
         ctx.warn("no index configured (--embed none): --query is ignored, results are newest first")
     items = ctx.store.search(prefix, query=a.query or None, filter=filt, limit=a.limit, offset=a.offset)
     if ctx.json:
-        ctx.emit([_item_json(i) for i in items])
+        ctx.emit({"items": [_item_json(i) for i in items]})
         return EXIT_OK
     if not items:
         matching = " matching the filter" if filt else ""
@@ -174,7 +174,7 @@ def cmd_ls(ctx: Ctx) -> int:
         prefix=prefix or None, suffix=suffix or None, max_depth=a.max_depth, limit=a.limit, offset=a.offset
     )
     if ctx.json:
-        ctx.emit([list(ns) for ns in found])
+        ctx.emit({"namespaces": [list(ns) for ns in found]})
         return EXIT_OK
     for ns in found:
         ctx.print(format_namespace(ns))

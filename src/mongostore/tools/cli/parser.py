@@ -125,6 +125,12 @@ class _Parser(argparse.ArgumentParser):
 DEMO_DB = "mongostore_demo"
 
 
+#: Every command's name, in the order ``--help`` lists them.
+COMMAND_NAMES = (
+    "demo", "setup", "doctor", "put", "get", "rm", "search", "ls", "export", "import", "reindex", "stats", "report",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,

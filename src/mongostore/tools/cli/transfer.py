@@ -125,11 +125,11 @@ def cmd_export(ctx: Ctx) -> int:
         flush()
     progress.close()
     where = "stdout" if target in (None, "-") else target
-    summary = {"ok": True, "exported": n, "prefix": list(prefix), "out": where, "store": ctx.where}
+    summary = {"exported": n, "prefix": list(prefix), "out": where}
     if ctx.json and not to_stdout:
         ctx.emit(summary)  # the one JSON document on stdout
     elif ctx.json:
-        ctx.err.write(dumps(summary) + "\n")  # stdout holds the JSON Lines themselves
+        ctx.err.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
     else:
         ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK
