@@ -41,7 +41,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
-from mongostore.drivers.connect import check_reachable
+from mongostore.drivers.connect import check_reachable, require_running_loop
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
@@ -65,6 +65,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ttl: TTLConfig | None = None,
         vectors_collection: Any | None = None,
     ) -> None:
+        self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
+        require_running_loop(type(self).__name__)
         super().__init__()
         self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection))
         self._sweeper: asyncio.Task[None] | None = None

@@ -10,11 +10,12 @@ the ``mongostore`` command and the Agent Server's ``make_store`` all use it.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 from mongostore.errors import ServerUnreachableError
 
-__all__ = ["PYTHON_HINT", "check_reachable", "probe_server"]
+__all__ = ["PYTHON_HINT", "check_reachable", "probe_server", "require_running_loop"]
 
 #: What the error adds for Python callers (the CLI and the Agent Server give their own).
 PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
@@ -89,3 +90,17 @@ def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+def require_running_loop(what: str) -> None:
+    """An async store binds its batching task to the running loop: say so in one line when
+    there is none (LangGraph's ``AsyncBatchedBaseStore`` raises a bare "no running event
+    loop" and then a second traceback from ``__del__``)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{what} needs a running event loop: create it inside async code (in a coroutine run by "
+            "asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
+            "sync code uses MongoStore"
+        ) from None
