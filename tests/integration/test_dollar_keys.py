@@ -85,3 +85,24 @@ async def test_what_mongodb_cannot_store_is_still_refused_and_named(make_store: 
         with pytest.raises(InvalidValueError, match=reason):
             await api.put(("a",), "k", value)
     assert await api.docs() == []
+
+
+@pytest.mark.usefixtures("clean_store_env")
+def test_the_cli_puts_gets_exports_and_imports_them(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from mongostore.tools.cli import EXIT_OK, main
+
+    def run(*argv: str) -> Any:
+        code = main(["--embed", "hashing", *argv, "--json"])
+        out, err = capsys.readouterr()
+        assert code == EXIT_OK, err
+        return json.loads(out) if out.strip().startswith("{") else out
+
+    value = SCHEMA
+    run("put", "schemas", "person", json.dumps(value))  # a top-level $ref with $id: not a DBRef
+    assert run("get", "schemas", "person")["item"]["value"] == value
+    run("export", "-o", str(tmp_path / "all.jsonl"))
+    run("rm", "schemas", "person")
+    assert run("import", str(tmp_path / "all.jsonl"))["written"] == 1
+    assert run("get", "schemas", "person")["item"]["value"] == value
