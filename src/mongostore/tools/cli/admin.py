@@ -196,6 +196,7 @@ def _index_summary(store: MongoStore) -> str:
         return ""
     return f"dims={cfg.get('dims')}, fields={','.join(cfg.get('fields') or ['$'])}"
 
+
 #: Seconds between reindex checkpoint lines when no progress bar is drawn.
 CHECKPOINT_EVERY = 10.0
 

@@ -96,6 +96,7 @@ def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> Sto
         settings = replace(settings, db=db_default)
     return settings
 
+
 #: Commands that lock the local store per operation, as a server isolates each one, instead
 #: of for the whole command: ``export`` / ``import`` stream through pipes, so
 #: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader

@@ -64,6 +64,7 @@ def cmd_put(ctx: Ctx) -> int:
         ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
     return EXIT_OK
 
+
 def _note_unembedded(ctx: Ctx, value: dict[str, Any], index: Any) -> None:
     """Say so when a put's value has no text at the fields embedded (semantic search misses it)."""
     config = getattr(ctx.store, "index_config", None)

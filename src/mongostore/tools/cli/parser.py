@@ -46,6 +46,7 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
+
 #: The connection and output options every command takes (listed once, in ``mongostore --help``).
 COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --timeout --json --no-progress"
 
@@ -99,8 +100,10 @@ def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
     e.add_argument(
         "--fields",
         default=d(None),
-        help=h("comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
-          "(default: $MONGOSTORE_FIELDS or text)"),
+        help=h(
+            "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
+            "(default: $MONGOSTORE_FIELDS or text)"
+        ),
     )
     o = parser.add_argument_group("output (also after the command)") if not sub else parser
     o.add_argument(
@@ -120,6 +123,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
 
+
 #: ``mongostore.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
 #: the demo (and LangGraph's graph machinery): seconds off every command's start.
 DEMO_DB = "mongostore_demo"
@@ -127,7 +131,19 @@ DEMO_DB = "mongostore_demo"
 
 #: Every command's name, in the order ``--help`` lists them.
 COMMAND_NAMES = (
-    "demo", "setup", "doctor", "put", "get", "rm", "search", "ls", "export", "import", "reindex", "stats", "report",
+    "demo",
+    "setup",
+    "doctor",
+    "put",
+    "get",
+    "rm",
+    "search",
+    "ls",
+    "export",
+    "import",
+    "reindex",
+    "stats",
+    "report",
 )
 
 

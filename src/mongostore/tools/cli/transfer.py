@@ -65,6 +65,7 @@ def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None
         record["index"] = index
     return dumps(record)
 
+
 _MULTI_TEXT = re.compile(r"\.\d+$")
 
 
@@ -97,7 +98,13 @@ def cmd_export(ctx: Ctx) -> int:
     filt = _export_filter(prefix, datetime.now(timezone.utc))
     total = ctx.store.collection.count_documents(filt)
     projection = {
-        "namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1, "vectors": 1,
+        "namespace": 1,
+        "key": 1,
+        "value": 1,
+        "created_at": 1,
+        "updated_at": 1,
+        "ttl_minutes": 1,
+        "vectors": 1,
     }
     target = ctx.args.out
     n = 0
