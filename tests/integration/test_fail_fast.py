@@ -60,3 +60,14 @@ def test_the_cli_keeps_its_own_hint() -> None:
 
     with pytest.raises(ServerUnreachableError, match="without --uri / MONGODB_URI"):
         probe_server(f"mongodb://127.0.0.1:{closed_port()}/", 1.0)
+
+
+def test_a_uri_just_probed_is_not_probed_again() -> None:
+    from mongostore.drivers.connect import probe_server
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(1)
+        uri = f"mongodb://127.0.0.1:{listening.getsockname()[1]}/"
+        assert probe_server(uri, 1.0) is None  # as the CLI does before opening the store
+    assert check_reachable(uri) is None  # closed now, but probed a moment ago: no second wait

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 from mongostore.errors import ServerUnreachableError
 
@@ -21,6 +22,10 @@ __all__ = ["PYTHON_HINT", "check_reachable", "probe_server", "require_running_lo
 PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
 #: pymongo's default server-selection timeout, in seconds.
 DEFAULT_SELECTION_TIMEOUT = 30.0
+#: A URI probed this recently (seconds) is not probed again by ``check_reachable``: the CLI
+#: and the Agent Server probe with their own hint, then open the store.
+RECENT_PROBE = 10.0
+_probed: dict[str, float] = {}
 
 
 def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | None:
@@ -60,6 +65,7 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
             return None  # a Unix socket: let the driver try
         try:
             with socket.create_connection((host, port), timeout=probe):
+                _probed[uri] = time.monotonic()
                 return None
         except TimeoutError:
             silent.append(where)
@@ -70,6 +76,7 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
         except OSError as exc:
             refused.append(f"{where} ({exc.strerror or exc})")
     if silent:
+        _probed[uri] = time.monotonic()  # pymongo may still reach it: waiting again here adds nothing
         return f"no answer from {', '.join(silent)} within {probe:g}s; waiting up to {timeout:g}s for the server"
     raise ServerUnreachableError(f"cannot connect to MongoDB at {', '.join(refused)}: is the server running? {hint}")
 
@@ -81,6 +88,8 @@ def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = 
     or a load balancer as with a replica set, one host that accepts is enough to go on.
     """
     if not conn_string.startswith(("mongodb://", "mongodb+srv://")):
+        return None
+    if time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE:
         return None
     raw = (client_kwargs or {}).get("serverSelectionTimeoutMS")
     timeout = DEFAULT_SELECTION_TIMEOUT if not isinstance(raw, (int, float)) or raw <= 0 else raw / 1000
