@@ -18,6 +18,7 @@ from mongostore.errors import (
     InvalidValueError,
     MongoStoreError,
     PipelineError,
+    ServerUnreachableError,
     VectorIndexError,
     WriteError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "MongoStore",
     "MongoStoreError",
     "PipelineError",
+    "ServerUnreachableError",
     "VectorIndexError",
     "WriteError",
     "__version__",

@@ -43,6 +43,7 @@ from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.connect import check_reachable, require_running_loop
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
@@ -71,6 +72,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         backend: Backend | None = None,
     ) -> None:
         """``backend``: as for ``MongoStore``."""
+        self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
+        require_running_loop(type(self).__name__)
         super().__init__()
         self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
         self._sweeper: asyncio.Task[None] | None = None
@@ -164,6 +167,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             return
         from pymongo import AsyncMongoClient
 
+        await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
         client: AsyncMongoClient[Any] = AsyncMongoClient(
             conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
         )

@@ -165,12 +165,34 @@ def _message(exc: ValidationError, what: str) -> str:
     return "; ".join(parts)
 
 
+# PostgresStore's names for its vector settings (``PostgresIndexConfig``), and ours.
+_POSTGRES_DISTANCE = {"cosine": "cosine", "l2": "euclidean", "inner_product": "dotProduct"}
+
+
+def _check_postgres_keys(index: Mapping[str, Any]) -> None:
+    """Refuse PostgresStore's index keys with the name to use here, not just "extra input"."""
+    if "distance_type" in index:
+        given = index["distance_type"]
+        ours = _POSTGRES_DISTANCE.get(given) if isinstance(given, str) else None
+        example = f": distance_type={given!r} is similarity={ours!r}" if ours else ""
+        raise ConfigurationError(
+            "index['distance_type'] is PostgresStore's name: use index['similarity'] "
+            f"('cosine', 'euclidean' or 'dotProduct'){example}"
+        )
+    if "ann_index_config" in index:
+        raise ConfigurationError(
+            "index['ann_index_config'] is PostgresStore's pgvector index setting: remove it (MongoDB's "
+            "vector index needs none; index['similarity'] sets the metric, 'dims' the vector size)"
+        )
+
+
 def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     """Validate ``index=`` and return frozen settings (``None`` means no semantic search)."""
     if index is None:
         return None
     if not isinstance(index, Mapping):
         raise ConfigurationError(f"index= must be a dict (IndexConfig), got {type(index).__name__}")
+    _check_postgres_keys(index)
     try:
         opts = _IndexOptions.model_validate(dict(index))
     except ValidationError as exc:

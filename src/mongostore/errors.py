@@ -12,6 +12,7 @@ The tree (every class is importable from ``mongostore``)::
         ├── ConfigurationError (ValueError)     bad index=/ttl= settings
         ├── PipelineError (ValueError)          an analytics pipeline stage that could leave its scope
         ├── WriteError                          the server rejected some writes of a batch; the others landed
+        ├── ServerUnreachableError (ConnectionError)  no server at the URI: refused, unknown host, no SRV record
         └── VectorIndexError                    the Atlas vector index failed or was not queryable in time
 
 pymongo's own errors (``ConnectionFailure``, ``OperationFailure``...) pass through
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidValueError",
     "MongoStoreError",
     "PipelineError",
+    "ServerUnreachableError",
     "VectorIndexError",
     "WriteError",
 ]
@@ -100,3 +102,9 @@ class WriteError(MongoStoreError):
 
 class VectorIndexError(MongoStoreError):
     """The Atlas vector search index could not be created, failed, or timed out."""
+
+
+class ServerUnreachableError(MongoStoreError, ConnectionError):
+    """No MongoDB server at the URI: every host refused the connection, is unknown, or
+    an SRV name has no record. Raised at once, in one line, where pymongo would wait its
+    whole server-selection timeout (30 s) and then print its topology."""

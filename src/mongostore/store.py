@@ -37,6 +37,7 @@ from mongostore.core import plan as _plan
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.connect import check_reachable
 from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
@@ -246,6 +247,7 @@ class MongoStore(_StoreConfig, BaseStore):
             with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
                 yield store
             return
+        check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
         client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
         try:
             store = cls(client[db_name][collection_name], index=index, ttl=ttl)

@@ -84,11 +84,13 @@ def test_put_get_rm(run: Run) -> None:
     code, out, _ = run("get", "users.alice.memories", "k1")
     assert code == EXIT_OK
     assert "namespace   users.alice.memories" in out and '"text": "I like pizza"' in out
-    got = run.json("get", "users.alice.memories", "k1")
+    got = run.json("get", "users.alice.memories", "k1")["item"]
     assert got["namespace"] == ["users", "alice", "memories"] and got["value"] == {"text": "I like pizza"}
     assert datetime.fromisoformat(got["created_at"]).tzinfo is not None
     assert run.json("rm", "users.alice.memories", "k1") == {
         "ok": True,
+        "command": "rm",
+        "store": "the given store",
         "namespace": ["users", "alice", "memories"],
         "key": "k1",
         "deleted": True,
@@ -124,7 +126,7 @@ def test_put_options_ttl_no_index_and_stdin(run: Run, store: MongoStore, monkeyp
         (["put", "langgraph.x", "k", "{}"], 'cannot be "langgraph"'),
         (["put", "a", "k", '{"a":'], "the value is not valid JSON"),
         (["put", "a", "k", "[1, 2]"], "must be a JSON object"),
-        (["put", "a", "k", '{"$set": 1}'], "starts with '$'"),
+        (["put", "a", "k", '{"$set": {"a\\u0000": 1}}'], "contains a NUL byte"),
         (["put", "a", "k", "{}", "--ttl", "0"], "--ttl must be a positive"),
         (["search", "--filter", "{nope"], "--filter is not valid JSON"),
         (["search", "--filter", "[1]"], "--filter must be a JSON object"),
@@ -163,15 +165,15 @@ def test_search_table_json_filter_and_paging(run: Run) -> None:
     assert header.split() == ["namespace", "key", "score", "updated", "value"]
     assert set(rule) <= {"-", " "}
     assert "I like pizza" in first or "I like hiking" in first  # both share the word "like"
-    hits = run.json("search", "users.alice", "--query", "what food do I like?")
+    hits = run.json("search", "users.alice", "--query", "what food do I like?")["items"]
     assert hits[0]["value"]["text"] == "I like pizza"
     assert all(isinstance(h["score"], float) for h in hits)
-    prefs = run.json("search", "users", "--filter", '{"kind": "preference"}')
+    prefs = run.json("search", "users", "--filter", '{"kind": "preference"}')["items"]
     assert sorted(h["value"]["text"] for h in prefs) == ["I like hiking", "I like pizza"]
-    everything = run.json("search", "--limit", "10")
+    everything = run.json("search", "--limit", "10")["items"]
     assert len(everything) == 4
-    page = [h["key"] for h in run.json("search", "--limit", "2")] + [
-        h["key"] for h in run.json("search", "--limit", "2", "--offset", "2")
+    page = [h["key"] for h in run.json("search", "--limit", "2")["items"]] + [
+        h["key"] for h in run.json("search", "--limit", "2", "--offset", "2")["items"]
     ]
     assert sorted(page) == sorted(h["key"] for h in everything)
     code, _, err = run("search", "--limit", "2")
@@ -184,10 +186,12 @@ def test_ls_prefix_suffix_depth(run: Run) -> None:
     seed(run)
     _, out, _ = run("ls")
     assert out.splitlines() == ["users.alice.memories", "users.bob.memories", "users.bob.notes"]
-    assert run.json("ls", "--suffix", "memories", "--max-depth", "2") == [["users", "alice"], ["users", "bob"]]
-    assert run.json("ls", "--prefix", "users.*.notes") == [["users", "bob", "notes"]]
-    assert run.json("ls", "--prefix", "users.bob") == [["users", "bob", "memories"], ["users", "bob", "notes"]]
-    assert run.json("ls", "--limit", "1", "--offset", "1") == [["users", "bob", "memories"]]
+    ls = run.json("ls", "--suffix", "memories", "--max-depth", "2")
+    assert ls["namespaces"] == [["users", "alice"], ["users", "bob"]]
+    assert run.json("ls", "--prefix", "users.*.notes")["namespaces"] == [["users", "bob", "notes"]]
+    ls = run.json("ls", "--prefix", "users.bob")
+    assert ls["namespaces"] == [["users", "bob", "memories"], ["users", "bob", "notes"]]
+    assert run.json("ls", "--limit", "1", "--offset", "1")["namespaces"] == [["users", "bob", "memories"]]
 
 
 def test_options_after_or_before_the_command(run: Run) -> None:
@@ -220,7 +224,12 @@ def test_export_import_round_trip(run: Run, store: MongoStore, tmp_path: Path) -
 
     target = make()
     summary = run.json("import", str(out_file), store=target)
-    assert summary == {"lines": 3, "written": 3, "rejected": 0, "by_reason": {}, "rejections": []}
+    assert summary == {
+        "ok": True,
+        "command": "import",
+        "store": "the given store",
+        **{"lines": 3, "written": 3, "rejected": 0, "by_reason": {}, "rejections": []},
+    }
     for rec in lines:
         item = target.get(tuple(rec["namespace"]), rec["key"])
         assert item is not None and item.value == store.get(tuple(rec["namespace"]), rec["key"]).value  # type: ignore[union-attr]
@@ -238,7 +247,7 @@ def test_import_is_idempotent_and_reports_rejections(run: Run, tmp_path: Path) -
     lines.insert(4, "")
     lines.insert(5, '["a list"]')
     lines.append('{"namespace": ["langgraph"], "key": "x", "value": {}}')
-    lines.append('{"namespace": "n.0", "key": "bad", "value": {"$inc": 1}}')
+    lines.append('{"namespace": "n.0", "key": "bad", "value": {"$inc": {"a\\u0000": 1}}}')
     lines.append('{"namespace": ["n"], "key": 7, "value": {}}')
     lines.append('{"namespace": ["n"], "key": "t", "value": {}, "ttl": "soon"}')
     lines.append('{"namespace": "n.0", "key": "dotted", "value": {"text": "dotted namespace"}}')
@@ -249,7 +258,8 @@ def test_import_is_idempotent_and_reports_rejections(run: Run, tmp_path: Path) -
     assert code == EXIT_USAGE
     assert "8 item(s) written, 6 rejected" in out
     assert "line 3: bad JSON:" in out and "line 6: bad record: expected a JSON object" in out
-    assert "bad namespace" in out and "invalid value: field name '$inc'" in out and "bad key" in out
+    assert "bad namespace" in out and "bad key" in out
+    assert "invalid value: field name 'a\\x00' in value.$inc contains a NUL" in out
     assert "bad ttl" in out
     assert "6 line(s) rejected; every other line was written" in err
     assert target.collection.count_documents({}) == 8
@@ -293,19 +303,25 @@ def test_import_rerun_after_a_failure_completes(run: Run, tmp_path: Path, monkey
     assert target.collection.count_documents({}) == 10
 
 
-def test_import_from_stdin_and_keep_timestamps(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_from_stdin_keeps_timestamps_unless_reset(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An import of an export restores the history stats and report show (issue 29, item 4).
     old = "2020-01-02T03:04:05+00:00"
     rec = {"namespace": ["n"], "key": "k", "value": {"text": "x"}, "created_at": old, "updated_at": old}
     target = make()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
     assert run.json("import", "-", store=target)["written"] == 1
     item = target.get(("n",), "k")
-    assert item is not None and item.created_at.year >= 2025  # fresh timestamps by default
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
-    assert run.json("import", "-", "--keep-timestamps", store=target)["written"] == 1
-    item = target.get(("n",), "k")
     assert item is not None
-    assert item.created_at == item.updated_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert item.created_at == item.updated_at == datetime(2020, 1, 2, 3, 4, 5, tzinfo=timezone.utc)  # by default
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
+    fresh = make()
+    assert run.json("import", "-", "--reset-timestamps", store=fresh)["written"] == 1
+    item = fresh.get(("n",), "k")
+    assert item is not None and item.created_at.year >= 2025  # the import time, as for any put
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((json.dumps(rec) + "\n").encode())))
+    assert run.json("import", "-", "--keep-timestamps", store=target)["written"] == 1  # still accepted
+    item = target.get(("n",), "k")
+    assert item is not None and item.created_at.year == 2020
 
 
 def test_export_streams_with_a_cursor(run: Run, store: MongoStore, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,7 +480,7 @@ def test_settings_from_env(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
     monkeypatch.setenv("MONGOSTORE_DB", "envdb")
     report = r.json("doctor")
     assert report["index"] == "dims=48, fields=text,tags[*]"
-    assert "database 'envdb'" in report["store"]
+    assert "envdb" in report["store"]
     assert r.json("doctor", "--dims", "24", "--db", "clidb")["index"].startswith("dims=24")
     monkeypatch.setenv("MONGOSTORE_DIMS", "lots")
     code, _, err = r("doctor")

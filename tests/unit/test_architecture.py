@@ -40,7 +40,7 @@ CORE_FORBIDDEN_EXACT = ("mongostore",)
 TOOLS_FORBIDDEN = ("mongostore.drivers",)
 # Where the local store lives (env var, URI scheme, default directory): pure, no I/O, and
 # what the CLI and the Agent Server settings must know before they open a store.
-TOOLS_ALLOWED = ("mongostore.drivers.embedded.paths",)
+TOOLS_ALLOWED = ("mongostore.drivers.embedded.paths", "mongostore.drivers.connect")
 
 
 def module_name(path: Path) -> str:

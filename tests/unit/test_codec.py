@@ -115,13 +115,13 @@ def _nested(depth: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({"a": [1, {"$x": 1}]}, "field name '$x' in value.a[1] starts with '$'"),
+        ({"a": [1, {"$x": {"y\x00": 1}}]}, "field name 'y\\x00' in value.a[1].$x contains a NUL byte"),
         ({"a": {"b\x00": 1}}, "field name 'b\\x00' in value.a contains a NUL byte"),
         ({"a": ["ok", "\ud800"]}, "the string at value.a[1] is not valid UTF-8 (a lone surrogate)"),
         ({"a": (1, {"b": {"c": "\udc00"}})}, "the string at value.a[1].b.c is not valid UTF-8 (a lone surrogate)"),
         ({"é\ud800": 1}, "field name 'é\\ud800' in value is not valid UTF-8 (a lone surrogate)"),
         ({1: 2}, "field name 1 in value is not a string"),
-        ({"{where}": {"$k": 1}}, "field name '$k' in value.{where} starts with '$'"),
+        ({"{where}": {"$k": {2: 1}}}, "field name 2 in value.{where}.$k is not a string"),
         (_nested(100), "value" + ".n" * 99 + " nests deeper than 98 levels; MongoDB allows 100 per document"),
     ],
 )

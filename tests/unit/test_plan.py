@@ -322,7 +322,7 @@ def test_failed_ttl_refresh_is_only_logged(caplog: pytest.LogCaptureFixture) -> 
         (ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("a.b",)),)), InvalidNamespaceError),
         (ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("x", "")),)), InvalidNamespaceError),
         (PutOp(("a",), "k", ["not", "a", "dict"]), InvalidValueError),  # type: ignore[arg-type]
-        (PutOp(("a",), "k", {"$set": 1}), InvalidValueError),
+        (PutOp(("a",), "k", {"$set": {"a\x00": 1}}), InvalidValueError),
         (PutOp(("a",), "k", {"s": {1, 2}}), InvalidValueError),
         (SearchOp(("a",), filter={"$where": "1"}), InvalidFilterError),
         (SearchOp(("a",), filter={"meta.a": 1}), InvalidFilterError),

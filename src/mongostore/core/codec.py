@@ -20,18 +20,19 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import bson
+from bson.dbref import DBRef
 from bson.errors import InvalidDocument
 from bson.int64 import Int64
 from langgraph.store.base import InvalidNamespaceError, Item, SearchItem, get_text_at_path
 
 from mongostore.errors import InvalidValueError
 
-# The server's document limit; an item document also holds the key, the namespace
-# twice (array and path), the dates and the text hashes, all counted by item_doc_size().
+# The server's document limit. An item document holds the key, the namespace three
+# times (array, path, ns_key), the dates, the TTL fields and the text hashes besides the
+# value: item_doc_size() counts every one of them exactly, so the whole stored document
+# is held to the limit (no allowance that long labels could exceed).
 MAX_DOC_BYTES = 16 * 1024 * 1024
-# Room for the fields item_doc_size() does not encode (dates, depth, TTL): 1 KiB is plenty.
-DOC_OVERHEAD = 1024
-MAX_VALUE_BYTES = MAX_DOC_BYTES - DOC_OVERHEAD
+MAX_VALUE_BYTES = MAX_DOC_BYTES  # the limit an item document (its value and the rest) is held to
 # The server refuses documents nested deeper than 100 levels; the stored document is
 # one level and ``value`` another, so the value's own containers may nest 98 deep.
 MAX_VALUE_DEPTH = 98
@@ -143,7 +144,8 @@ def epoch_ms(value: datetime | int) -> int:
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put.
+    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put
+    (and every ``DBRef`` back to the dict it was).
 
     pymongo stores a Python int outside int32 as BSON int64 and decodes int64 as
     ``Int64`` (``bson._get_int64``), so on any real server ``2**31`` comes back as an
@@ -170,6 +172,10 @@ def plain_value(value: Any) -> Any:
         return value if all(a is b for a, b in zip(out, value, strict=True)) else out
     if isinstance(value, Int64):
         return int(value)
+    if isinstance(value, DBRef):
+        # pymongo decodes a subdocument holding "$ref" and "$id" as a DBRef; the user put a
+        # dict (a JSON Schema with both keywords, say) and gets the dict back.
+        return plain_value(dict(value.as_doc()))
     return value
 
 
@@ -206,6 +212,13 @@ _NESTS = f" nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per d
 def _bad_field_name(obj: Any, where: str = "value", depth: int = 0) -> str | None:
     """The first field name (or string, or nesting) MongoDB would refuse, described, or None.
 
+    Field names that start with ``$`` or hold ``.`` (JSON Schema's ``$ref``, ``$schema``)
+    are stored: MongoDB 5.0+ keeps them in nested documents written by an insert, an
+    upsert or an update pipeline (the item's ``value`` goes in as a ``$literal``; manual:
+    "Field Names with Periods and Dollar Signs"). What it cannot store is refused: a
+    field name that is not a string or holds NUL, text that is not UTF-8, nesting over
+    100 levels. Filters cannot name such fields (``queries.filters``).
+
     The path to it (``value.a[0].b``) is built only once something is found: a put's
     value is walked on every write, and most are fine.
     """
@@ -229,8 +242,6 @@ def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
         for k, v in obj.items():
             if type(k) is not str and not isinstance(k, str):
                 return f"field name {k!r} in ", " is not a string", []
-            if k.startswith("$"):
-                return f"field name {k!r} in ", " starts with '$'", []
             if "\x00" in k:
                 return f"field name {k!r} in ", " contains a NUL byte", []
             if not k.isascii() and unencodable(k):
@@ -261,29 +272,64 @@ def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
 _BAD_STRING = " is not valid UTF-8 (a lone surrogate)"
 
 
-def item_doc_size(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], hashes: Sequence[str] = ()) -> int:
-    """BSON bytes of an item document's variable part: _id, namespace, path, key, value, hashes."""
-    return len(
-        bson.encode(
-            {
-                "_id": item_id(namespace, key),
-                "namespace": list(namespace),
-                "path": namespace_path(namespace),
-                "key": key,
-                "value": value,
-                "vectors": list(hashes),
-            }
-        )
-    )
+# The stored name of namespace_key(); queries.namespaces.NS_KEY names the same field.
+_NS_KEY_FIELD = "ns_key"
 
 
-def check_value(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, Any]:
+def item_doc_size(
+    namespace: tuple[str, ...],
+    key: str,
+    value: Mapping[str, Any],
+    hashes: Sequence[str] = (),
+    ttl: bool = False,
+) -> int:
+    """The exact BSON size of the item document ``queries.put_item_request`` stores.
+
+    Every stored field is encoded: ``_id``, ``namespace``, ``path``, ``depth``,
+    ``ns_key``, ``key``, ``value``, ``created_at``, ``updated_at``, with ``ttl``
+    ``expires_at`` and ``ttl_minutes``, and ``vectors`` when there are ``hashes`` (an
+    empty list removes the field). A date is 8 bytes whatever it holds, so placeholders
+    give the size of the document the server will hold.
+    """
+    doc: dict[str, Any] = {
+        "_id": item_id(namespace, key),
+        "namespace": list(namespace),
+        "path": namespace_path(namespace),
+        "depth": len(namespace),
+        _NS_KEY_FIELD: namespace_key(namespace),
+        "key": key,
+        "value": value,
+        "created_at": _EPOCH,
+        "updated_at": _EPOCH,
+    }
+    if ttl:
+        doc["expires_at"] = _EPOCH
+        doc["ttl_minutes"] = 0.0
+    if hashes:
+        doc["vectors"] = list(hashes)
+    return len(bson.encode(doc))
+
+
+def hashes_bytes(hashes: Sequence[str]) -> int:
+    """The exact BSON bytes a ``vectors: [hash, ...]`` field adds to a document (0 for none)."""
+    if not hashes:
+        return 0
+    # element: type byte, "vectors\0", then an array document: int32 length, per element
+    # (type byte, decimal index and NUL, int32 length, UTF-8 text and NUL), the final NUL.
+    elements = sum(1 + len(str(i)) + 1 + 4 + len(h.encode()) + 1 for i, h in enumerate(hashes))
+    return 1 + len("vectors") + 1 + 4 + elements + 1
+
+
+def check_value(namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False) -> dict[str, Any]:
     """Return the value as a plain dict, or raise ``InvalidValueError`` naming ns and key."""
-    return check_value_sized(namespace, key, value)[0]
+    return check_value_sized(namespace, key, value, ttl)[0]
 
 
-def check_value_sized(namespace: tuple[str, ...], key: str, value: Any) -> tuple[dict[str, Any], int]:
-    """``check_value``, and the item document's ``item_doc_size`` without text hashes (encoded once)."""
+def check_value_sized(
+    namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False
+) -> tuple[dict[str, Any], int]:
+    """``check_value``, and the item document's exact ``item_doc_size`` without text hashes
+    (encoded once); ``ttl``: the put stores ``expires_at`` and ``ttl_minutes`` too."""
     if not isinstance(value, Mapping):
         raise InvalidValueError(namespace, key, f"the value must be a dict, got {type(value).__name__}")
     bad = _bad_field_name(value)
@@ -291,15 +337,15 @@ def check_value_sized(namespace: tuple[str, ...], key: str, value: Any) -> tuple
         raise InvalidValueError(namespace, key, bad)
     doc = dict(value)
     try:
-        size = item_doc_size(namespace, key, doc)
+        size = item_doc_size(namespace, key, doc, ttl=ttl)
     except (InvalidDocument, OverflowError, TypeError, ValueError) as exc:
         raise InvalidValueError(namespace, key, f"not storable as BSON ({exc})") from exc
     if size > MAX_VALUE_BYTES:
         raise InvalidValueError(
             namespace,
             key,
-            f"the item (value, key and namespace) is {size:,} bytes as BSON; "
-            "MongoDB's limit is 16 MiB per document",
+            f"the item as stored (value, key, namespace, its path and sort key, dates) is {size:,} bytes "
+            f"as BSON; MongoDB's limit is 16 MiB ({MAX_DOC_BYTES:,} bytes) per document",
         )
     return doc, size
 
@@ -310,9 +356,7 @@ def _plain_field(path: str) -> bool:
     return path != "*" and not any(c in path for c in ".[]{}")
 
 
-def extract_texts(
-    value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]
-) -> dict[str, str]:
+def extract_texts(value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]) -> dict[str, str]:
     """Indexed texts by vector field name, named as LangGraph names them.
 
     A path that yields one text is named by the path, several texts by ``path.i``.

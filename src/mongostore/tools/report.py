@@ -74,6 +74,11 @@ def _fmt(n: float) -> str:
     return f"{int(n):,}" if float(n).is_integer() else f"{n:,.1f}"
 
 
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``1 item``, ``2 items``: a count with its noun in the right number."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
 # --------------------------------------------------------------------------- SVG charts
 
 
@@ -161,7 +166,7 @@ def bar_svg(css_class: str, label: str, rows: Sequence[tuple[str, int, str]], co
 
 def stale_svg(report: StaleReport, size: int = 220) -> str:
     """A donut: the share of items not updated for ``days`` days."""
-    label = f"Stale share: {report.stale} of {report.total} items not updated for {_fmt(report.days)} days"
+    label = f"Stale share: {report.stale} of {count(report.total, 'item')} not updated for {_fmt(report.days)} days"
     r, stroke = 70.0, 28
     c = size / 2
     circumference = 2 * math.pi * r
@@ -188,7 +193,10 @@ def _empty_svg(css_class: str, label: str, width: int, message: str) -> str:
 
 
 def namespaces_svg(report: NamespaceCountsReport) -> str:
-    rows = [(_label(r.label), r.items, f"{r.items:,} items \u00b7 {r.namespaces:,} ns") for r in report.rows]
+    rows = [
+        (_label(r.label), r.items, f"{count(r.items, 'item')} \u00b7 {count(r.namespaces, 'namespace')}")
+        for r in report.rows
+    ]
     return bar_svg("namespaces", f"Items per namespace at level {report.level}", rows)
 
 
@@ -357,8 +365,8 @@ def render_text(reports: ReportBundle) -> str:
     gr_headers, gr_rows = reports.growth.table()
     blocks = [
         f"mongostore stats for {prefix} (generated {reports.generated_at:%Y-%m-%d %H:%M:%S} UTC)",
-        f"Items per namespace (level {reports.namespaces.level}): {reports.namespaces.total_items:,} items in "
-        f"{reports.namespaces.total_namespaces:,} namespaces\n" + _text_table(reports.namespaces.table()),
+        f"Items per namespace (level {reports.namespaces.level}): {count(reports.namespaces.total_items, 'item')} in "
+        f"{count(reports.namespaces.total_namespaces, 'namespace')}\n" + _text_table(reports.namespaces.table()),
         f"Growth per {reports.growth.period} (UTC, latest {MAX_PERIODS})\n"
         + _text_table((gr_headers, gr_rows[-MAX_PERIODS:])),
         f"Stale items (not updated for {_fmt(st.days)} days): {st.stale:,} of {st.total:,} ({st.share:.0%}); oldest:\n"

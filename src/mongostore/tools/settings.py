@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,12 +18,14 @@ from urllib.parse import unquote
 from langchain_core.embeddings import Embeddings
 
 from mongostore.config import MongoIndexConfig
+from mongostore.drivers.connect import probe_server as _probe_server
 from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
-from mongostore.errors import ConfigurationError
+from mongostore.errors import ConfigurationError, ServerUnreachableError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
 from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
 
 __all__ = [
+    "DEFAULT_FIELDS",
     "ENV_COLLECTION",
     "ENV_DATA_DIR",
     "ENV_DB",
@@ -53,6 +54,11 @@ ENV_COLLECTION = "MONGOSTORE_COLLECTION"
 ENV_EMBED = "MONGOSTORE_EMBED"
 ENV_DIMS = "MONGOSTORE_DIMS"
 ENV_FIELDS = "MONGOSTORE_FIELDS"
+#: What the tools embed when no fields are given: the CLI, the demo and the Agent Server
+#: alike (the Python examples pass ``fields=["text"]``), so that they embed one shared
+#: store the same way. A value without a ``text`` string is stored but has no vector;
+#: ``$`` embeds the whole value as JSON.
+DEFAULT_FIELDS: tuple[str, ...] = ("text",)
 ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
 IN_MEMORY_URI = "mongomock://"
 DEFAULT_TIMEOUT = 10.0
@@ -113,61 +119,14 @@ def redact_uri(uri: str) -> str:
     return prefix + rest
 
 
-class ServerUnreachableError(ConnectionError):
-    """The server cannot be reached at all: refused, unknown host, or an unresolvable SRV name."""
+#: What the probe's error adds for the CLI and the Agent Server.
+CLI_HINT = "(`docker compose up -d` starts one; without --uri / MONGODB_URI the local store needs none)"
 
 
 def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
-    """Fail in milliseconds where pymongo would wait its whole server-selection timeout.
-
-    Resolves the hosts (an SRV lookup for ``mongodb+srv://``) and opens one TCP
-    connection to each, at most 3 s. Raises ``ServerUnreachableError`` when none
-    accepts (connection refused, unknown host, no such SRV record), with a one-line
-    reason; returns a note when a host did not answer in time (pymongo may still
-    reach it within ``timeout``); ``None`` when one accepted. A URI that is not valid
-    raises pymongo's ``ConfigurationError`` (bad input), before any network use.
-    """
-    from pymongo.errors import ConfigurationError as PyMongoConfigurationError
-    from pymongo.errors import InvalidURI
-    from pymongo.uri_parser import parse_uri
-
-    srv = uri.startswith("mongodb+srv://")
-    if srv:
-        # Check the syntax and options first, without DNS: a failure after this is the network's.
-        parse_uri("mongodb://" + uri[len("mongodb+srv://") :], warn=True)
-    try:
-        parsed = parse_uri(uri, warn=True, connect_timeout=timeout)
-    except InvalidURI:
-        raise  # bad input (e.g. a port in an SRV URI), found before any DNS query
-    except PyMongoConfigurationError as exc:
-        if not srv:
-            raise
-        host = redact_uri(uri).split("@")[-1].split("/")[0].split("?")[0]
-        raise ServerUnreachableError(f"cannot resolve the mongodb+srv host {host}: {_first_line(exc)}") from None
-    probe = min(timeout, 3.0)
-    refused: list[str] = []
-    silent: list[str] = []
-    for host, port in parsed["nodelist"]:
-        where = f"{host}:{port}"
-        if host.endswith(".sock"):
-            return None  # a Unix socket: let the driver try
-        try:
-            with socket.create_connection((host, port), timeout=probe):
-                return None
-        except TimeoutError:
-            silent.append(where)
-        except socket.gaierror as exc:
-            refused.append(f"{where} (unknown host: {exc.strerror or exc})")
-        except ConnectionRefusedError:
-            refused.append(f"{where} (connection refused)")
-        except OSError as exc:
-            refused.append(f"{where} ({exc.strerror or exc})")
-    if silent:
-        return f"no answer from {', '.join(silent)} within {probe:g}s; waiting up to {timeout:g}s for the server"
-    raise ServerUnreachableError(
-        f"cannot connect to MongoDB at {', '.join(refused)}: is the server running? "
-        "(`docker compose up -d` starts one; without --uri / MONGODB_URI the local store needs none)"
-    )
+    """``mongostore.drivers.connect.probe_server`` with the CLI's hint: fail in milliseconds where
+    pymongo would wait its whole server-selection timeout (``ServerUnreachableError``)."""
+    return _probe_server(uri, timeout, CLI_HINT)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -359,16 +318,16 @@ class StoreSettings:
         if self.local:
             return f"local store {self.local_file()}"
         if self.in_memory:
-            return "the in-memory store (temporary)"
+            return f"the in-memory store (temporary; {self.db}.{self.collection})"
         assert self.uri is not None
         return f"{redact_uri(self.uri)} ({self.db}.{self.collection})"
 
-    def label(self) -> str:
-        """One line saying where the data lives, credentials hidden."""
+    def label(self, path: bool = True) -> str:
+        """One line saying where the data lives, credentials hidden (``path``: the local store's file too)."""
         where = f"database {self.db!r}, collection {self.collection!r}"
         if self.local:
             return (
-                f"local store {self.local_file()} ({where}): kept between commands; "
+                f"local store {str(self.local_file()) + ' ' if path else ''}({where}): kept between commands; "
                 f"set --uri or {ENV_URI} for a MongoDB server"
             )
         if self.in_memory:
@@ -385,7 +344,7 @@ class StoreSettings:
         if resolved is None:
             return None, "none: semantic search is off (search by namespace and filter only)"
         embed, dims, description = resolved
-        config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or ("$",)))
+        config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or DEFAULT_FIELDS))
         return config, description
 
 

@@ -25,6 +25,7 @@ from mongostore.core.codec import (
     ancestor_paths,
     as_namespace,
     check_value_sized,
+    hashes_bytes,
     item_doc_size,
     item_id,
     namespace_path,
@@ -69,8 +70,10 @@ def _check_key(namespace: tuple[str, ...], key: Any) -> None:
     # straight to batch() with another type would alias its str() (5 and "5"): refused.
     if not isinstance(key, str):
         raise InvalidValueError(
-            namespace, repr(key), f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
-            "with str(); ops given to batch() must hold str keys)"
+            namespace,
+            repr(key),
+            f"the key must be a str, got {type(key).__name__} (put() and get() convert keys "
+            "with str(); ops given to batch() must hold str keys)",
         )
     if unencodable(key):
         raise InvalidValueError(namespace, key, "the key is not valid UTF-8 (a lone surrogate)")
@@ -140,7 +143,8 @@ def _validate(op: Op) -> None:
 
 class SizedPut(PutOp):
     """A put ``check_op`` passed: its value is the checked copy, ``item_bytes`` its item
-    document's ``item_doc_size`` without text hashes (so the value is encoded once per put)."""
+    document's exact ``item_doc_size`` (TTL fields included when the put has a ttl)
+    without text hashes (so the value is encoded once per put)."""
 
     item_bytes: int = -1
 
@@ -160,23 +164,20 @@ def check_op(op: Op) -> Op:
     if isinstance(op, SearchOp):
         q.value_filter(op.filter)
     elif isinstance(op, PutOp) and op.value is not None:
-        value, size = check_value_sized(op.namespace, op.key, op.value)
+        value, size = check_value_sized(op.namespace, op.key, op.value, ttl=op.ttl is not None)
         sized = SizedPut(op.namespace, op.key, value, op.index, op.ttl)
         sized.item_bytes = size
         return sized
     return op
 
 
-# BSON bytes one text hash adds to an item's ``vectors`` array, at most: element type,
-# index name (up to 10 digits and NUL), string length, the NUL; the hash counted apart.
-_HASH_ELEMENT = 17
-# The same for one ancestor path in a vector document's ``ns_prefixes``.
+# BSON bytes one ancestor path in a vector document's ``ns_prefixes``.
 _PATH_ELEMENT = 17
 
 
 def item_doc_bound(item_bytes: int, hashes: list[str]) -> int:
-    """At least ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
-    return item_bytes + sum(len(h) + _HASH_ELEMENT for h in hashes)
+    """Exactly ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
+    return item_bytes + hashes_bytes(hashes)
 
 
 def vector_doc_bound(namespace: tuple[str, ...], item_bytes: int, field_bytes: int, dims: int) -> int:
@@ -199,24 +200,27 @@ def check_sizes(
     fields: list[str],
     index: IndexSettings,
     item_bytes: int = -1,
+    ttl: bool = True,
 ) -> None:
     """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
 
     A vector document holds every ancestor path of its item (``ns_prefixes``), so 200
-    labels of 1 KB make one of 20 MB even for a small value. ``item_bytes`` is
-    ``item_doc_size`` without hashes when known (``SizedPut``): each document's size is
-    then bounded from above by arithmetic and encoded only when the bound is over the
-    limit (so a put's value is encoded once, not three times).
+    labels of 1 KB make one of 20 MB even for a small value. ``item_bytes`` is the exact
+    ``item_doc_size`` without hashes when known (``SizedPut``): the item's size with its
+    hashes is then exact arithmetic, and each vector document's is bounded from above and
+    encoded only when the bound is over the limit (so a put's value is encoded once, not
+    three times). ``ttl`` counts the TTL fields when ``item_bytes`` is not known.
     """
     if item_bytes < 0:
-        item_bytes = item_doc_size(namespace, key, value)
-    if item_doc_bound(item_bytes, hashes) > MAX_VALUE_BYTES:
-        size = item_doc_size(namespace, key, value, hashes)
-        if size > MAX_VALUE_BYTES:
-            raise InvalidValueError(
-                namespace, key, f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
-                "MongoDB's limit is 16 MiB per document"
-            )
+        item_bytes = item_doc_size(namespace, key, value, ttl=ttl)
+    size = item_doc_bound(item_bytes, hashes)
+    if size > MAX_VALUE_BYTES:
+        raise InvalidValueError(
+            namespace,
+            key,
+            f"the item with its {len(hashes)} text hash(es) is {size:,} bytes as BSON; "
+            f"MongoDB's limit is 16 MiB ({MAX_DOC_BYTES:,} bytes) per document",
+        )
     if not fields:
         return
     field_bytes = max(len(f.encode()) for f in fields)
@@ -236,6 +240,8 @@ def check_sizes(
     vec = base + 2 * field_bytes + index.dims * 4 + 256
     if vec > MAX_DOC_BYTES:
         raise InvalidValueError(
-            namespace, key, f"its vector documents would be {vec:,} bytes as BSON (each holds every "
-            f"ancestor path of the namespace, {len(namespace)} labels); MongoDB's limit is 16 MiB per document"
+            namespace,
+            key,
+            f"its vector documents would be {vec:,} bytes as BSON (each holds every "
+            f"ancestor path of the namespace, {len(namespace)} labels); MongoDB's limit is 16 MiB per document",
         )

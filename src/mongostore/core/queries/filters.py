@@ -25,8 +25,54 @@ LOGICAL_OPS = frozenset({"$and", "$or"})
 ITEM_SORT: list[tuple[str, int]] = [("updated_at", -1), ("path", 1), ("key", 1)]
 
 
-def _reject(msg: str) -> InvalidFilterError:
-    return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)")
+def _reject(msg: str, note: str = "") -> InvalidFilterError:
+    return InvalidFilterError(msg + " (allowed: $eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or)" + note)
+
+
+# MongoDB's own query operators that filters refuse: a name among them is meant as one.
+MQL_OPERATORS = frozenset(
+    [
+        "$where",
+        "$expr",
+        "$function",
+        "$regex",
+        "$options",
+        "$not",
+        "$nor",
+        "$elemMatch",
+        "$size",
+        "$type",
+        "$mod",
+        "$text",
+        "$search",
+        "$all",
+        "$jsonSchema",
+        "$geoWithin",
+        "$geoIntersects",
+        "$near",
+        "$nearSphere",
+        "$bitsAllSet",
+        "$bitsAllClear",
+        "$bitsAnySet",
+        "$bitsAnyClear",
+        "$comment",
+        "$rand",
+        "$sampleRate",
+        "$accumulator",
+    ]
+)
+# Why a value's own field named like an operator ("$ref", "$schema") cannot be filtered on.
+DOLLAR_FIELDS = (
+    "; if {name!r} is a field of your values (JSON Schema's $ref, $schema): such fields are "
+    "stored and returned, but a filter cannot name a field that starts with '$' (MongoDB "
+    "reads it as an operator and reaches it only through $getField in an $expr, which "
+    "filters do not send): filter on another field"
+)
+
+
+def _reject_name(msg: str, name: str) -> InvalidFilterError:
+    """``_reject`` for a ``$`` name that is no operator of ours: it may be a value's field."""
+    return _reject(msg, "" if name in MQL_OPERATORS else DOLLAR_FIELDS.format(name=name))
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -71,8 +117,10 @@ def _literal(value: Any, where: str, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            if not isinstance(k, str) or k.startswith("$"):
+            if not isinstance(k, str):
                 raise _reject(f"filter {where}: operator {k!r} is not allowed inside a value")
+            if k.startswith("$"):
+                raise _reject_name(f"filter {where}: operator {k!r} is not allowed inside a value", k)
             if unencodable(k):
                 raise InvalidFilterError(f"filter {where}: field name {k!r} is not valid UTF-8")
             out[k] = _literal(v, f"{where}.{k}", depth + 1)
@@ -104,7 +152,7 @@ def _check_field_name(name: Any) -> str:
             raise InvalidFilterError(
                 f"filter operator {name!r} must apply to a field, e.g. {{'field': {{{name!r}: ...}}}}"
             )
-        raise _reject(f"filter operator {name!r} is not supported")
+        raise _reject_name(f"filter operator {name!r} is not supported", name)
     if "." in name or "\x00" in name:
         raise InvalidFilterError(
             f"filter field {name!r}: field names cannot contain '.' or NUL; "
@@ -228,7 +276,7 @@ def _operators(path: str, ops: Mapping[str, Any]) -> list[dict[str, Any]]:
                 f"(or inside another $and/$or), e.g. {{{op!r}: [{{'a': 1}}, {{'b': 2}}]}}"
             )
         else:
-            raise _reject(f"filter {path}: operator {op!r} is not supported")
+            raise _reject_name(f"filter {path}: operator {op!r} is not supported", op)
     return ([{path: cond}] if cond else []) + clauses
 
 

@@ -28,16 +28,18 @@ from mongostore.tools.cli.output import (
     format_namespace,
     parse_namespace,
 )
+from mongostore.tools.report import count
 
 
 def cmd_setup(ctx: Ctx) -> int:
     ctx.store.setup()
     status = ctx.store.status()
     if ctx.json:
-        ctx.emit({"ok": True, "store": ctx.settings.label(), **_status_json(status)})
+        ctx.emit(_status_json(status))
         return EXIT_OK
-    ctx.print(f"indexes ready on {ctx.settings.label() if not ctx.injected else 'the given store'}")
-    if ctx.settings.local and not ctx.injected:
+    local = ctx.settings.local and not ctx.injected
+    ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
+    if local:
         ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
@@ -72,8 +74,9 @@ def cmd_doctor(ctx: Ctx) -> int:
         ctx.emit(
             {
                 "ok": not problems,
-                "store": ctx.settings.label() if not ctx.injected else "given store",
                 "data_file": str(data_file) if data_file else None,
+                "data_file_bytes": _file_size(data_file) if data_file else None,
+                "load_seconds": round(ctx.load_seconds, 3) if ctx.load_seconds is not None else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
                 **_status_json(status),
@@ -101,6 +104,12 @@ def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], li
     """What ``doctor`` found: problems (exit 1), notes, and the count of items without vectors."""
     problems: list[str] = []
     info: list[str] = []
+    if ctx.load_seconds is not None and ctx.load_seconds >= SLOW_LOAD_SECONDS:
+        info.append(
+            f"the local store took {ctx.load_seconds:.1f} s to load ({count(status['items'], 'item')}): every command "
+            "and every process that opens it reads the whole file again. It is for development; "
+            "move a store this size to MongoDB (`mongostore export`, then `mongostore --uri ... import`)"
+        )
     missing_items = [s.name for s in item_indexes() if s.name not in status["item_indexes"]]
     if missing_items:
         problems.append(f"items collection lacks indexes {', '.join(missing_items)}: run `mongostore setup`")
@@ -139,8 +148,8 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     """The lines of ``doctor``'s text output, as (name, value)."""
     idx = status.get("vector_search_index") or {}
     rows: list[tuple[str, str]] = [
-        ("store", ctx.settings.label() if not ctx.injected else "the given store"),
-        *([("data file", _file_text(data_file))] if data_file else []),
+        ("store", ctx.settings.label(path=data_file is None) if not ctx.injected else "the given store"),
+        *([("data file", _file_text(data_file, ctx.load_seconds))] if data_file else []),
         ("server", server),
         ("embedder", ctx.embedder),
         ("index", _index_summary(ctx.store) or "none"),
@@ -173,12 +182,29 @@ def _cluster_rows(cluster: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return rows
 
 
-def _file_text(path: Path) -> str:
+#: A local store that takes this long to load gets a note from ``doctor``.
+SLOW_LOAD_SECONDS = 1.0
+
+
+def _file_size(path: Path) -> int | None:
     try:
-        size = path.stat().st_size
+        return path.stat().st_size
     except OSError:
+        return None
+
+
+def _file_text(path: Path, load_seconds: float | None = None) -> str:
+    size = _file_size(path)
+    if size is None:
         return f"{path} (not written yet)"
-    return f"{path} ({size:,} bytes)"
+    loaded = f", loaded in {load_seconds:.2f} s by every command" if load_seconds is not None else ""
+    return f"{path} ({_human_bytes(size)}{loaded})"
+
+
+def _human_bytes(size: int) -> str:
+    if size < 1024 * 1024:
+        return f"{size:,} bytes"
+    return f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
 
 
 def _index_summary(store: MongoStore) -> str:
@@ -186,6 +212,7 @@ def _index_summary(store: MongoStore) -> str:
     if not cfg:
         return ""
     return f"dims={cfg.get('dims')}, fields={','.join(cfg.get('fields') or ['$'])}"
+
 
 #: Seconds between reindex checkpoint lines when no progress bar is drawn.
 CHECKPOINT_EVERY = 10.0

@@ -67,20 +67,34 @@ def _error(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
-def _fail(json_mode: bool, message: str, code: int) -> int:
+def _error_json(message: str, code: int, command: str | None) -> str:
+    """The envelope of a failed command: ``ok`` false, ``command``, ``error``, ``exit_code``."""
+    return dumps({"ok": False, "command": command, "error": message, "exit_code": code})
+
+
+def _fail(json_mode: bool, message: str, code: int, command: str | None = None) -> int:
     """An error: one line on stderr and, with --json, one JSON document on stdout."""
     _error(message)
     if json_mode:
         with contextlib.suppress(Exception):
-            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": code}) + "\n")
+            sys.stdout.write(_error_json(message, code, command) + "\n")
             sys.stdout.flush()
     return code
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (for the error of a command line that did not parse)."""
+    from mongostore.tools.cli.parser import COMMAND_NAMES
+
+    return next((a for a in argv if a in COMMAND_NAMES), None)
 
 
 def _dash_hint(argv: Sequence[str], message: str) -> str:
     """A hint when a positional that starts with ``-`` was taken for an option."""
     if "unrecognized arguments" not in message and "the following arguments are required" not in message:
         return ""
+    if not {"put", "get", "rm"} & set(argv):
+        return ""  # only these take a key that could start with "-"
     dashed = [a for a in argv if a.startswith("-") and not a.startswith("--") and len(a) > 1 and a not in ("-f",)]
     if not dashed or "--" in argv:
         return ""
@@ -102,7 +116,7 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         message = exc.message + _dash_hint(arglist, exc.message)
         sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
         if json_mode:
-            sys.stdout.write(dumps({"ok": False, "error": message, "exit_code": EXIT_USAGE}) + "\n")
+            sys.stdout.write(_error_json(message, EXIT_USAGE, _command_in(arglist)) + "\n")
         return EXIT_USAGE
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -110,7 +124,7 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         parser.print_help(sys.stderr)
         _error("no command given (see the list above)")
         if json_mode:
-            sys.stdout.write(dumps({"ok": False, "error": "no command given", "exit_code": EXIT_USAGE}) + "\n")
+            sys.stdout.write(_error_json("no command given", EXIT_USAGE, None) + "\n")
         return EXIT_USAGE
     with warnings.catch_warnings():
         # Library warnings (e.g. pymongo's "Unknown option" for a URI) as one line each.
@@ -134,7 +148,7 @@ def _command_settings(args: argparse.Namespace) -> StoreSettings:
     if args.command != "demo":
         return _settings(args)
     # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
-    settings = _settings(args, db_default=DEMO_DB, fields_default=("text",))
+    settings = _settings(args, db_default=DEMO_DB)
     if settings.uri is None:
         settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
     return settings
@@ -144,6 +158,7 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
     json_mode = bool(getattr(args, "json", False))
+    command: str | None = getattr(args, "command", None)
     try:
         settings = _command_settings(args)
         progress = not args.no_progress
@@ -152,7 +167,8 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
             return int(args.func(ctx))
         if args.command != "demo":
             if settings.local:
-                _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
+                if args.command not in ("doctor", "setup"):  # they name the file themselves, once
+                    _note(f"{settings.where()} (no --uri or {ENV_URI}: kept between commands)")
             elif settings.in_memory:
                 _note(
                     "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
@@ -161,13 +177,13 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
         if args.command == "put" and args.value == "-":
             args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
         whole = args.command not in PER_OPERATION_COMMANDS
-        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description):
-            ctx = Ctx(args, opened, settings, description, args.json, progress)
+        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description, loaded):
+            ctx = Ctx(args, opened, settings, description, args.json, progress, load_seconds=loaded)
             return int(args.func(ctx))
     except CLIError as exc:
-        return _fail(json_mode, str(exc), exc.code)
+        return _fail(json_mode, str(exc), exc.code, command)
     except KeyboardInterrupt:
-        return _fail(json_mode, "interrupted", EXIT_INTERRUPTED)
+        return _fail(json_mode, "interrupted", EXIT_INTERRUPTED, command)
     except BrokenPipeError:
         # The reader went away (e.g. `mongostore export | head`): stop quietly.
         with contextlib.suppress(Exception):
@@ -175,24 +191,25 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except ServerUnreachableError as exc:
-        return _fail(json_mode, str(exc), EXIT_FAILURE)
+        return _fail(json_mode, str(exc), EXIT_FAILURE, command)
     except ServerSelectionTimeoutError as exc:
         where = redact_uri(settings.uri) if settings and settings.uri else "the server"
-        return _fail(json_mode, f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}", 1)
+        message = f"cannot reach MongoDB at {where} within {args.timeout:g}s: {_one_line(exc)}"
+        return _fail(json_mode, message, EXIT_FAILURE, command)
     except PyMongoConfigurationError as exc:
-        return _fail(json_mode, f"bad connection settings: {_one_line(exc)}", EXIT_USAGE)
+        return _fail(json_mode, f"bad connection settings: {_one_line(exc)}", EXIT_USAGE, command)
     except WriteError as exc:
-        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
     except ValueError as exc:
         # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
         # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
         if debug:
             traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_USAGE)
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE, command)
     except (MongoStoreError, PyMongoError) as exc:
         if debug:
             traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_FAILURE)
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
     except Exception as exc:
         if debug:
             traceback.print_exc()
@@ -200,4 +217,5 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
             json_mode,
             f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
             EXIT_FAILURE,
+            command,
         )

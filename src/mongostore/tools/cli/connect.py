@@ -8,7 +8,8 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,11 +38,21 @@ class Ctx:
     json: bool
     progress: bool
     injected: bool = False
+    #: Seconds the local store took to load its file when the command opened it (None: not local).
+    load_seconds: float | None = None
 
     @property
     def where(self) -> str:
-        """Where the data is, in a few words (named in result lines)."""
-        return "the given store" if self.injected else self.settings.where()
+        """Where the data is, in a few words (named in result lines).
+
+        The local store's file is named once per command, on stderr when it opens; the
+        lines after it say "the local store" (``--json`` output keeps the path).
+        """
+        if self.injected:
+            return "the given store"
+        if self.settings.local and not self.json:
+            return "the local store"
+        return self.settings.where()
 
     @property
     def out(self) -> TextIO:
@@ -54,16 +65,20 @@ class Ctx:
     def print(self, text: str = "") -> None:
         self.out.write(text + "\n")
 
-    def emit(self, obj: Any) -> None:
-        self.out.write(dumps(obj) + "\n")
+    def envelope(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The one shape of every command's ``--json`` output: ``ok``, ``command`` and ``store``,
+        then the command's own fields (a list goes under a name: ``items``, ``namespaces``)."""
+        return {"ok": True, "command": self.args.command, "store": self.where, **fields}
+
+    def emit(self, fields: Mapping[str, Any]) -> None:
+        """Print the command's one JSON document on stdout (``envelope``)."""
+        self.out.write(dumps(self.envelope(fields)) + "\n")
 
     def warn(self, text: str) -> None:
         self.err.write(f"{PROG}: {text}\n")
 
 
-def _settings(
-    args: argparse.Namespace, *, db_default: str | None = None, fields_default: tuple[str, ...] | None = None
-) -> StoreSettings:
+def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> StoreSettings:
     fields = split_fields(args.fields, "--fields") if args.fields is not None else None
     uri = args.uri
     if uri is not None and not uri.strip():
@@ -79,9 +94,8 @@ def _settings(
     )
     if db_default is not None and not args.db and not os.environ.get(ENV_DB):
         settings = replace(settings, db=db_default)
-    if fields_default is not None and settings.fields is None:
-        settings = replace(settings, fields=fields_default)
     return settings
+
 
 #: Commands that lock the local store per operation, as a server isolates each one, instead
 #: of for the whole command: ``export`` / ``import`` stream through pipes, so
@@ -94,12 +108,13 @@ PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 @contextmanager
 def _open(
     settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
-) -> Iterator[tuple[MongoStore, str]]:
+) -> Iterator[tuple[MongoStore, str, float | None]]:
+    """The store, the embedder's description, and the local store's load time in seconds."""
     index, description = settings.index()
     if settings.in_memory:
         with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
             store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
-            yield store, description
+            yield store, description, None
         return
     if settings.local:
         with MongoStore.local(
@@ -108,15 +123,17 @@ def _open(
             engine = store.collection.engine
             engine.on_wait = warn
             # The whole command is one transaction: other commands wait, nothing is lost.
+            started = time.perf_counter()
             with engine.transaction() if whole_command else contextlib.nullcontext():
-                with engine.transaction():
+                with engine.transaction():  # the first one reads the file: its load time is measured
                     names = store.collection.database.list_collection_names()
                     wanted = [store.collection.name]
                     if store.vectors_collection is not None:
                         wanted.append(store.vectors_collection.name)
+                    loaded = time.perf_counter() - started
                     if any(name not in names for name in wanted):
                         store.setup()  # a new store (or a first index): indexes, as on a set-up server
-                yield store, description
+                yield store, description, loaded
         return
     assert settings.uri is not None
     note = probe_server(settings.uri, timeout)
@@ -131,7 +148,7 @@ def _open(
         serverSelectionTimeoutMS=ms,
         connectTimeoutMS=ms,
     ) as store:
-        yield store, description
+        yield store, description, None
 
 
 def _describe_injected(store: MongoStore) -> str:

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import Any
 
-from langgraph.store.base import NOT_PROVIDED
+from langgraph.store.base import NOT_PROVIDED, get_text_at_path, tokenize_path
 
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
@@ -56,12 +56,28 @@ def cmd_put(ctx: Ctx) -> int:
     if a.ttl is not None:
         _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
+    _note_unembedded(ctx, value, index)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": a.key, "store": ctx.where})
+        ctx.emit({"namespace": list(namespace), "key": a.key})
     else:
         extra = f", expires in {a.ttl:g} min" if a.ttl is not None else ""
         ctx.print(f"stored {format_namespace(namespace)} / {a.key} in {ctx.where}{extra}")
     return EXIT_OK
+
+
+def _note_unembedded(ctx: Ctx, value: dict[str, Any], index: Any) -> None:
+    """Say so when a put's value has no text at the fields embedded (semantic search misses it)."""
+    config = getattr(ctx.store, "index_config", None)
+    if index is False or not config:
+        return
+    fields = index if index is not None else list(config.get("fields") or ["$"])
+    if any(f == "$" or get_text_at_path(value, tokenize_path(f)) for f in fields):
+        return
+    ctx.warn(
+        f"note: the value has no text at {','.join(fields)}, so it has no vector and semantic search "
+        "will not find it (--fields $ embeds the whole value; --index a,b embeds other fields for this item)"
+    )
+
 
 #: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
 MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
@@ -84,7 +100,7 @@ def cmd_get(ctx: Ctx) -> int:
             EXIT_NOT_FOUND,
         )
     if ctx.json:
-        ctx.emit(_item_json(item))
+        ctx.emit({"item": _item_json(item)})
         return EXIT_OK
     ctx.print(f"namespace   {format_namespace(item.namespace)}")
     ctx.print(f"key         {item.key}")
@@ -106,7 +122,7 @@ def cmd_rm(ctx: Ctx) -> int:
         )
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
-        ctx.emit({"ok": True, "namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
+        ctx.emit({"namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
     else:
         done = "deleted" if existed else "nothing to delete at"
         ctx.print(f"{done} {format_namespace(namespace)} / {ctx.args.key} in {ctx.where}")
@@ -129,7 +145,7 @@ def cmd_search(ctx: Ctx) -> int:
         ctx.warn("no index configured (--embed none): --query is ignored, results are newest first")
     items = ctx.store.search(prefix, query=a.query or None, filter=filt, limit=a.limit, offset=a.offset)
     if ctx.json:
-        ctx.emit([_item_json(i) for i in items])
+        ctx.emit({"items": [_item_json(i) for i in items]})
         return EXIT_OK
     if not items:
         matching = " matching the filter" if filt else ""
@@ -159,7 +175,7 @@ def cmd_ls(ctx: Ctx) -> int:
         prefix=prefix or None, suffix=suffix or None, max_depth=a.max_depth, limit=a.limit, offset=a.offset
     )
     if ctx.json:
-        ctx.emit([list(ns) for ns in found])
+        ctx.emit({"namespaces": [list(ns) for ns in found]})
         return EXIT_OK
     for ns in found:
         ctx.print(format_namespace(ns))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -185,6 +186,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _object(pairs: list[tuple[str, Any]]) -> Any:
+    """One JSON object: Extended JSON's types (``$date``, ``$oid``...), except that an object
+    with ``$ref`` stays the dict it is (JSON Schema's ``$ref``, ``$id``): Extended JSON would
+    make ``{"$ref": ..., "$id": ...}`` a DBRef, and a whole value such an object."""
+    if any(k == "$ref" for k, _ in pairs):
+        return dict(pairs)
+    return json_util.object_pairs_hook(pairs, JSON_IN)
+
+
 def loads_json(text: str) -> Any:
     """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers.
 
@@ -192,7 +202,7 @@ def loads_json(text: str) -> Any:
     nesting too deep) is a ``ValueError`` with the reason.
     """
     try:
-        return json_util.loads(text, json_options=JSON_IN, parse_constant=_no_constant, parse_float=_finite_float)
+        return json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
     except _NotFinite:
         raise
     except RecursionError:

@@ -46,6 +46,7 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
+
 #: The connection and output options every command takes (listed once, in ``mongostore --help``).
 COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --timeout --json --no-progress"
 
@@ -99,7 +100,10 @@ def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
     e.add_argument(
         "--fields",
         default=d(None),
-        help=h("comma-separated value paths to embed, e.g. text,tags[*] (default: $MONGOSTORE_FIELDS or $)"),
+        help=h(
+            "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
+            "(default: $MONGOSTORE_FIELDS or text)"
+        ),
     )
     o = parser.add_argument_group("output (also after the command)") if not sub else parser
     o.add_argument(
@@ -119,9 +123,28 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
 
+
 #: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
 #: the demo (and LangGraph's graph machinery): seconds off every command's start.
 DEMO_DB = "mongostore_demo"
+
+
+#: Every command's name, in the order ``--help`` lists them.
+COMMAND_NAMES = (
+    "demo",
+    "setup",
+    "doctor",
+    "put",
+    "get",
+    "rm",
+    "search",
+    "ls",
+    "export",
+    "import",
+    "reindex",
+    "stats",
+    "report",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Without --uri / MONGODB_URI every command runs on the local store, a file under --data-dir that is "
         "kept between commands (`mongostore doctor` says where).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     _common(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -221,11 +244,21 @@ def _add_transfer_commands(sub: _AddCommand) -> None:
     p = sub("import", "read JSON Lines written by export (batched, idempotent upserts)", cmd_import)
     p.add_argument("file", help="a .jsonl file, or - for stdin")
     p.add_argument("--batch-size", type=_positive_int, default=500, help="lines per write (default 500)")
-    p.add_argument(
-        "--keep-timestamps",
-        action="store_true",
-        help="set created_at/updated_at from the file (default: the import time, as for any put)",
+    stamps = p.add_mutually_exclusive_group()
+    stamps.add_argument(
+        "--reset-timestamps",
+        dest="keep_timestamps",
+        action="store_false",
+        help="set created_at/updated_at to the import time, as for any put "
+        "(default: keep the file's, so an import of an export restores the history)",
     )
+    stamps.add_argument(
+        "--keep-timestamps",
+        dest="keep_timestamps",
+        action="store_true",
+        help="keep the file's created_at/updated_at (the default)",
+    )
+    p.set_defaults(keep_timestamps=True)
 
     p = sub("reindex", "re-embed items with the current embedder (batched, resumable)", cmd_reindex)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")

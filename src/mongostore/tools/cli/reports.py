@@ -49,7 +49,7 @@ def cmd_stats(ctx: Ctx) -> int:
 
     reports = _collect(ctx)
     if ctx.json:
-        ctx.emit({**_plain(asdict(reports)), "store": ctx.where})
+        ctx.emit(_plain(asdict(reports)))
     else:
         ctx.print(f"store: {ctx.where}")
         ctx.out.write(render_text(reports))
@@ -69,7 +69,7 @@ def cmd_report(ctx: Ctx) -> int:
         return EXIT_OK
     Path(target).write_text(page, encoding="utf-8")
     if ctx.json:
-        ctx.emit({"ok": True, "out": target, "bytes": len(page.encode("utf-8"))})
+        ctx.emit({"out": target, "bytes": len(page.encode("utf-8"))})
     else:
         ctx.print(f"wrote {target} ({len(page.encode('utf-8')):,} bytes): open it in a browser, it needs no network")
     return EXIT_OK

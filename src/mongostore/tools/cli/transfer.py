@@ -65,6 +65,7 @@ def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None
         record["index"] = index
     return dumps(record)
 
+
 _MULTI_TEXT = re.compile(r"\.\d+$")
 
 
@@ -97,7 +98,13 @@ def cmd_export(ctx: Ctx) -> int:
     filt = _export_filter(prefix, datetime.now(timezone.utc))
     total = ctx.store.collection.count_documents(filt)
     projection = {
-        "namespace": 1, "key": 1, "value": 1, "created_at": 1, "updated_at": 1, "ttl_minutes": 1, "vectors": 1,
+        "namespace": 1,
+        "key": 1,
+        "value": 1,
+        "created_at": 1,
+        "updated_at": 1,
+        "ttl_minutes": 1,
+        "vectors": 1,
     }
     target = ctx.args.out
     n = 0
@@ -125,11 +132,11 @@ def cmd_export(ctx: Ctx) -> int:
         flush()
     progress.close()
     where = "stdout" if target in (None, "-") else target
-    summary = {"ok": True, "exported": n, "prefix": list(prefix), "out": where, "store": ctx.where}
+    summary = {"exported": n, "prefix": list(prefix), "out": where}
     if ctx.json and not to_stdout:
         ctx.emit(summary)  # the one JSON document on stdout
     elif ctx.json:
-        ctx.err.write(dumps(summary) + "\n")  # stdout holds the JSON Lines themselves
+        ctx.err.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
     else:
         ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK

