@@ -16,7 +16,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -225,6 +225,10 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         namespace = as_namespace(namespace)
         _validate_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
         op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
+        if self._index is not None and isinstance(op, _plan.SizedPut):  # too big with its text hashes: fail here
+            _plan.indexed_texts(
+                op.namespace, op.key, cast("dict[str, Any]", op.value), op.index, self._index, op.item_bytes
+            )
         await self._queue(op)
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:

@@ -80,3 +80,42 @@ def test_the_hashes_are_counted_exactly_too() -> None:
     over = {**value, "blob": value["blob"] + "x"}
     with pytest.raises(InvalidValueError, match="16,777,217 bytes"):
         check_sizes(namespace, "k", over, hashes, ["text"], settings, item_doc_size(namespace, "k", over))
+
+
+def _over_with_hashes(namespace: tuple[str, ...]) -> dict[str, Any]:
+    """A value that fits alone but not with the one text hash an index stores on the item."""
+    base = item_doc_size(namespace, "k", {"text": "hi", "blob": ""})
+    return {"text": "hi", "blob": "x" * (MAX_DOC_BYTES - 5 - base)}
+
+
+def test_an_indexed_put_too_big_with_its_hashes_fails_before_any_io() -> None:
+    """The hashes are known from the value (no read needed): the batch fails before its
+    first read, so nothing is read, embedded or written."""
+    from mongostore.core.plan import batch_plan
+    from mongostore.core.plan.context import PlanContext
+
+    namespace = ("a" * 12_000, "b" * 12_000)
+    settings = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+    plan = batch_plan(
+        [PutOp(("u",), "small", {"text": "x"}), PutOp(namespace, "k", _over_with_hashes(namespace))],
+        PlanContext("items", settings, None, __import__("datetime").datetime.now()),
+    )
+    with pytest.raises(InvalidValueError) as caught:
+        next(plan)
+    assert "text hash" in str(caught.value)[-300:]
+
+
+async def test_in_a_coalesced_async_batch_only_its_caller_fails() -> None:
+    import asyncio
+
+    from mongostore import AsyncMongoStore
+
+    namespace = ("a" * 12_000, "b" * 12_000)
+    store = AsyncMongoStore.in_memory(index={"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+    big, small = await asyncio.gather(
+        store.aput(namespace, "k", _over_with_hashes(namespace)),
+        store.aput(("u",), "small", {"text": "fine"}),
+        return_exceptions=True,
+    )
+    assert isinstance(big, InvalidValueError) and small is None
+    assert (await store.aget(("u",), "small")) is not None

@@ -79,7 +79,29 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
             state.puts[(op.namespace, op.key)] = PendingPut(
                 op.namespace, op.key, cast("dict[str, Any] | None", value), op.index, op.ttl, size
             )
+    if ctx.index is not None:
+        for p in state.put_list:
+            if p.value is not None:
+                state.put_texts[p.id] = indexed_texts(p.namespace, p.key, p.value, p.index, ctx.index, p.item_bytes)
     return state
+
+
+def indexed_texts(
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    fields: list[str] | bool | None,
+    index: IndexSettings,
+    item_bytes: int = -1,
+) -> dict[str, tuple[str, str]]:
+    """A put's ``{field: (text, text hash)}``, with the item's and its vectors' sizes checked
+    (the hashes are stored on the item): a put too big fails here, before any I/O."""
+    if fields is False:
+        return {}
+    tokenized = index.tokenized(tuple(fields) if isinstance(fields, list) else None)
+    texts = {fname: (text, text_hash(fname, text)) for fname, text in extract_texts(value, tokenized).items()}
+    check_sizes(namespace, key, value, [h for _, h in texts.values()], list(texts), index, item_bytes)
+    return texts
 
 
 def query_phase(state: BatchState) -> Plan:
@@ -155,7 +177,7 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
 
 
 def embed_phase(state: BatchState) -> Plan:
-    """The puts' texts (sizes checked), and one ``Embed`` call for those not stored under the same hash."""
+    """One ``Embed`` call for the puts' texts not stored under the same hash."""
     to_embed = put_texts_to_embed(state)
     if to_embed:
         assert state.index is not None
@@ -165,18 +187,13 @@ def embed_phase(state: BatchState) -> Plan:
 
 
 def put_texts_to_embed(state: BatchState) -> tuple[str, ...]:
-    """Fill ``state.put_texts`` (sizes checked); return the texts not stored under the same hash."""
+    """The puts' texts (``validate_phase`` found them) not stored under the same hash."""
     index = state.index
     if index is None:
         return ()
     to_embed: dict[str, None] = {}
-    for p in state.put_list:
-        if p.value is None:
-            continue
-        texts = {fname: (text, text_hash(fname, text)) for fname, text in _texts_for(p, index).items()}
-        state.put_texts[p.id] = texts
-        check_sizes(p.namespace, p.key, p.value, [h for _, h in texts.values()], list(texts), index, p.item_bytes)
-        old = state.stored.get(p.id, {})
+    for iid, texts in state.put_texts.items():
+        old = state.stored.get(iid, {})
         for fname, (text, h) in texts.items():
             if old.get(fname) != h:
                 to_embed.setdefault(text)
@@ -206,10 +223,3 @@ def rank_phase(state: BatchState) -> Plan:
             [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
         )
     return None
-
-
-def _texts_for(put: PendingPut, index: IndexSettings) -> dict[str, str]:
-    if put.value is None or put.index is False:
-        return {}
-    fields = tuple(put.index) if isinstance(put.index, list) else None
-    return extract_texts(put.value, index.tokenized(fields))
