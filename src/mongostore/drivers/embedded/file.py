@@ -226,6 +226,12 @@ class LocalFile:
         """The mongomock client if the data is loaded, else None (no I/O: safe on an event loop)."""
         return self._client
 
+    def client_nowait(self) -> Any:
+        """The loaded mongomock client, else an empty one of the same kind: what the store's
+        client is (its type), never what it holds. No I/O: safe on an event loop."""
+        client = self._client
+        return client if client is not None else self._new_client()
+
     @contextmanager
     def transaction(self, *, write: bool = False) -> Iterator[Any]:
         """Hold the lock: load if the file changed, run, and save at the outermost exit if written.

@@ -150,7 +150,6 @@ class LocalCollection:
     def find(self, *args: Any, **kwargs: Any) -> _Cursor:
         return _Cursor(self._engine, self, args, kwargs)
 
-
     def write_state(self, since: int | None = None) -> Any:
         """The collection's write state (``mongomock_compat.versions``), after reloading what
         another process saved: a reload is a new store, with a new version and no history."""
@@ -183,6 +182,10 @@ class LocalDatabase:
     def __init__(self, engine: LocalFile) -> None:
         self._engine = engine
         self.name = engine.db_name
+
+    @property
+    def engine(self) -> LocalFile:
+        return self._engine
 
     @property
     def client(self) -> Any:

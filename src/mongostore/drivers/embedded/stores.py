@@ -62,8 +62,9 @@ def _local_store_class() -> Any:
 def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
     """``AsyncMongoStore.local``: each ``abatch`` is one transaction of the file.
 
-    The lock is a blocking one: while another process holds it (a long CLI import),
-    the event loop waits. A development store: fine; a server is MongoDB.
+    The transaction (the lock, the file I/O) and every engine call run on the engine's
+    thread (``LocalFile.atransaction``): the event loop never blocks, even while another
+    process holds the lock (a long CLI import).
     """
     items, vectors = local_collections(path, db_name, collection_name)
     return _async_local_store_class()(AsyncCollection(items), vectors_collection=AsyncCollection(vectors), **kwargs)
@@ -75,23 +76,23 @@ def _async_local_store_class() -> Any:
 
     class LocalAsyncMongoStore(AsyncMongoStore):
         async def abatch(self, ops: Any) -> Any:
-            with self.engine.transaction():
+            async with self.engine.atransaction():
                 return await super().abatch(ops)
 
         async def setup(self) -> None:
-            with self.engine.transaction():
+            async with self.engine.atransaction():
                 await super().setup()
 
         async def status(self) -> Any:
-            with self.engine.transaction():
+            async with self.engine.atransaction():
                 return await super().status()
 
         async def aaggregate(self, *args: Any) -> Any:
-            with self.engine.transaction():
+            async with self.engine.atransaction():
                 return await super().aaggregate(*args)
 
         async def sweep_ttl(self) -> int:
-            with self.engine.transaction():
+            async with self.engine.atransaction():
                 return await super().sweep_ttl()
 
         @property
