@@ -169,3 +169,20 @@ async def test_the_in_memory_async_store_is_unchanged(tmp_path: Path) -> None:
         await store.setup()
         await store.aput(NS, "k", {"text": "hi"})
         assert [h.key for h in await store.asearch(NS, query="hi")] == ["k"]
+
+
+async def test_a_sync_call_on_the_loop_during_an_async_one_fails_clearly_instead_of_hanging(tmp_path: Path) -> None:
+    store = AsyncMongoStore.local(tmp_path)
+    await store.setup()
+    engine = open_local(tmp_path, "mongostore")
+    sync = MongoStore.local(tmp_path)
+    async with engine.atransaction():
+        with pytest.raises(RuntimeError, match=r"on the event loop would wait forever.*asyncio\.to_thread"):
+            sync.get(NS, "k")
+        # From a thread it waits its turn, and gets it once the async transaction ends.
+        pending = asyncio.ensure_future(asyncio.to_thread(sync.put, NS, "k", {"v": 1}))
+        await asyncio.sleep(0.1)
+        assert not pending.done()
+    await asyncio.wait_for(pending, 10)
+    got = await store.aget(NS, "k")
+    assert got is not None and got.value == {"v": 1}

@@ -203,6 +203,7 @@ class LocalFile:
         self._held: tuple[str, _Signature] | None = None
         self._client: Any = None
         self._swept = False  # stale temporary files removed (once per engine)
+        self._async_open = 0  # atransactions entered (on the engine's thread) and not yet closed
         # The thread of async callers (started on first use, idle threads cost nothing).
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mongostore-local-{db_name}")
         self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -239,7 +240,15 @@ class LocalFile:
         A failed save raises and drops the changes it could not save (the next transaction
         reloads the file): what this process answers is what the file holds.
         """
-        with self._thread_lock:
+        if not self._thread_lock.acquire(blocking=False):
+            if self._async_open and _on_event_loop():
+                raise RuntimeError(
+                    f"a synchronous call to the local store {self.path} on the event loop would wait forever "
+                    "for an async call of the same store that this loop runs: use the async store's methods "
+                    "there, or make the synchronous call from a thread (asyncio.to_thread)"
+                )
+            self._thread_lock.acquire()
+        try:
             if self._depth == 0:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 self._lock.acquire(self._waiting)
@@ -266,6 +275,8 @@ class LocalFile:
                                 raise
                     finally:
                         self._lock.release()
+        finally:
+            self._thread_lock.release()
 
     def _forget_unsaved(self) -> None:
         """Drop the in-memory data: the next transaction reloads what the file holds."""
@@ -303,6 +314,7 @@ class LocalFile:
         if gate is None:
             gate = self._async_locks[loop] = asyncio.Lock()
         async with gate:
+            self._async_open += 1
             stack = ExitStack()
             entered = loop.run_in_executor(self._executor, stack.enter_context, self.transaction(write=write))
             try:
@@ -310,13 +322,17 @@ class LocalFile:
             except asyncio.CancelledError:
                 # The thread still takes the transaction: release it right after (one thread, in order).
                 self._executor.submit(stack.close)
+                self._async_open -= 1
                 raise
             token = _HELD.set(held | {self})
             try:
                 yield
             finally:
                 _HELD.reset(token)
-                await asyncio.shield(self.run(stack.close))
+                try:
+                    await asyncio.shield(self.run(stack.close))
+                finally:
+                    self._async_open -= 1
 
     def in_atransaction(self) -> bool:
         """True inside this engine's ``atransaction`` (the data is loaded and locked for us)."""
@@ -480,6 +496,14 @@ class LocalFile:
             if pid.isdigit() and not _pid_alive(int(pid)):
                 with contextlib.suppress(OSError):
                     (self.directory / name).unlink()
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 _HELD: ContextVar[frozenset[LocalFile]] = ContextVar("mongostore_local_transactions", default=frozenset())
