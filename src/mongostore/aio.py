@@ -15,6 +15,7 @@ import os
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from langgraph.store.base import (
@@ -41,9 +42,13 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
+from mongostore.drivers.backend import Backend
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
 
 logger = logging.getLogger("mongostore")
+
+# The ops and outcome of the last ``abatch`` run in this task, read by ``_drain``.
+_OUTCOME: ContextVar[tuple[list[Op], _plan.BatchOutcome] | None] = ContextVar("mongostore_outcome", default=None)
 
 
 class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
@@ -63,9 +68,11 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
         vectors_collection: Any | None = None,
+        backend: Backend | None = None,
     ) -> None:
+        """``backend``: as for ``MongoStore``."""
         super().__init__()
-        self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection))
+        self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
         self._sweeper: asyncio.Task[None] | None = None
         self._owned_client: Any = None
 
@@ -101,12 +108,16 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
         Call it inside a running event loop, like the constructor.
         """
+        from mongostore.drivers.backend import mongomock_backend
         from mongostore.drivers.embedded import AsyncCollection
         from mongostore.drivers.mongomock_compat import in_memory_collection
 
         items = in_memory_collection(db_name, collection_name)
         vectors = items.database[f"{collection_name}_vectors"]
-        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=AsyncCollection(vectors))
+        backend = mongomock_backend(items.database.client)
+        return cls(
+            AsyncCollection(items), index=index, ttl=ttl, vectors_collection=AsyncCollection(vectors), backend=backend
+        )
 
     @classmethod
     def local(
@@ -148,9 +159,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             from mongostore.drivers.embedded import parse_local_uri
 
             path = parse_local_uri(conn_string)
-            async with cls.local(
-                path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name
-            ) as store:
+            async with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
                 yield store
             return
         from pymongo import AsyncMongoClient
@@ -169,24 +178,20 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     # ------------------------------------------------------------------ BaseStore
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        outcome = await self._abatch_outcome(list(ops))
+        ops = list(ops)
+        outcome: _plan.BatchOutcome = await run_async(_plan.batch_outcome_plan(ops, self._context()), self._io)
+        # What each op's caller must see, for ``_drain`` (the same task: the context is shared):
+        # a rejected write fails its own callers only, whoever wraps or overrides abatch.
+        _OUTCOME.set((ops, outcome))
         outcome.raise_any()
         return outcome.results
-
-    async def _abatch_outcome(self, ops: list[Op], unordered: bool = False) -> _plan.BatchOutcome:
-        """Run a batch; a rejected write is reported per op, not raised (see ``_drain``).
-
-        ``unordered``: the ops come from concurrent calls (``_drain``), with no order among
-        them, so a batch whose puts need no stored-hash read sends its reads and writes at once.
-        """
-        plan = _plan.batch_outcome_plan(ops, self._context(unordered))
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     # Every a* method checks its op fully before queueing it (a bad call fails only its
     # own caller, not the coroutines coalesced with it), with namespaces as tuples and
     # keys str()-ed as BaseStore's sync methods do. The queue is drained by
-    # ``_drain`` (not LangGraph's ``_run``), which gives a put whose write the server
-    # rejected its own error and every other op of the batch its result.
+    # ``_drain`` (LangGraph's ``_run``, plus one thing): it calls ``abatch`` as ``_run``
+    # does, and gives a put whose write the server rejected its own error and every
+    # other op of the batch its result.
 
     def _queue(self, op: Op) -> asyncio.Future[Any]:
         self._ensure_task()
@@ -311,13 +316,11 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         return True
 
 
-
-
 async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weakref.ref[AsyncMongoStore]) -> None:
     """LangGraph's batching loop, with one difference: errors go to the callers they concern.
 
     Everything queued in one loop tick becomes one batch (deduplicated as LangGraph
-    does). When the server rejects some writes, each put or delete whose write failed
+    does), run by ``store.abatch``. When the server rejects some writes, each put or delete whose write failed
     (and every caller whose op was collapsed into it) gets a ``WriteError`` naming its
     item; a write that failed as a whole (network, write concern) fails the puts and
     deletes, and the reads whose TTL refresh it carried; the other reads are answered.
@@ -336,21 +339,30 @@ async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weak
             if not items:
                 continue
             listen, ops = _dedupe_ops([op for _, op in items])
+            token = _OUTCOME.set(None)
             try:
-                outcome = await store._abatch_outcome(ops, unordered=True)
+                results = await store.abatch(ops)
+                errors: list[BaseException | None] = [None] * len(ops)
             except Exception as exc:
-                for fut, _ in items:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                continue
+                ran = _OUTCOME.get()
+                if ran is None or ran[0] != ops:  # failed before its write, or a wrapper changed the ops
+                    for fut, _ in items:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                outcome = ran[1]
+                results = outcome.results
+                errors = [outcome.error_for(i, op) for i, op in enumerate(ops)]
+            finally:
+                _OUTCOME.reset(token)
             for n, (fut, _) in enumerate(items):
                 if fut.done():
                     continue
                 ix = listen[n] if listen is not None else n
-                error = outcome.error_for(ix, ops[ix])
+                error = errors[ix]
                 if error is not None:
                     fut.set_exception(error)
                 else:
-                    fut.set_result(outcome.results[ix])
+                    fut.set_result(results[ix])
         finally:
             del store

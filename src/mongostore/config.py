@@ -51,8 +51,9 @@ class MongoIndexConfig(IndexConfig, total=False):
 
     similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``; scores are
         reported as cosine similarity, dot product, or minus the Euclidean distance.
-    filter_fields: top-level ``value`` fields declared as ``filter`` fields in the Atlas
-        vector index, so equality/range filters on them run inside ``$vectorSearch``.
+    filter_fields: ``value`` fields (nested ones as dotted paths, ``"metadata.available"``)
+        declared as ``filter`` fields in the Atlas vector index, so equality/range filters on
+        them (``{"metadata": {"available": True}}`` for a nested one) run inside ``$vectorSearch``.
     index_name: the Atlas vector search index name (default ``mongostore_vectors``).
     vector_search: ``auto`` (ask the server once), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
@@ -96,12 +97,20 @@ class _IndexOptions(BaseModel):
     @classmethod
     def _plain_field_names(cls, names: list[str]) -> list[str]:
         for name in names:
-            if not name or name.startswith("$") or "\x00" in name:
-                raise ValueError(f"filter field {name!r} must be a plain value field name")
-            if "." in name:
-                # Search filters name top-level value fields only (nested ones by a nested
-                # dict), so a dotted filter field could never be used by a filter.
-                raise ValueError(f"filter field {name!r}: filter_fields are top-level value fields, without '.'")
+            # A value field, or a nested one as a dotted path ("metadata.available", as in
+            # langgraph-store-mongodb): a search filter reaches it with a nested dict,
+            # {"metadata": {"available": True}}.
+            parts = name.split(".")
+            if not name or "\x00" in name or any(not p or p.startswith("$") for p in parts):
+                raise ValueError(
+                    f"filter field {name!r} must be a value field name or a dotted path of them, "
+                    "like 'metadata.available'"
+                )
+            if names.count(name) > 1:
+                raise ValueError(f"filter field {name!r} is listed twice")
+            nested = [other for other in names if other.startswith(name + ".")]
+            if nested:
+                raise ValueError(f"filter field {name!r} and {nested[0]!r}: one may not hold the other")
         return names
 
 

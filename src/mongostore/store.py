@@ -34,9 +34,9 @@ from mongostore.config import (
     ttl_settings,
 )
 from mongostore.core import plan as _plan
-from mongostore.core.hashes import TextHashes
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
+from mongostore.drivers.backend import Backend
 from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
@@ -77,7 +77,6 @@ class _StoreConfig:
     _index: IndexSettings | None
     _ttl: TTLSettings | None
     _vector_cache: VectorCache | None
-    _text_hashes: TextHashes
 
     def _configure(
         self,
@@ -96,8 +95,6 @@ class _StoreConfig:
         self.vectors_collection = None
         # Local ranking's client-side matrix of stored embeddings, reused across searches.
         self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
-        # The stored vector hashes of items this store wrote: a put of one of them needs no read first.
-        self._text_hashes = TextHashes()
         if self._index is None:
             return collection, None, None, "auto"
         if vectors_collection is None:
@@ -116,7 +113,7 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self, unordered: bool = False) -> _plan.PlanContext:
+    def _context(self) -> _plan.PlanContext:
         return _plan.PlanContext(
             self.collection.name,
             self._index,
@@ -124,8 +121,6 @@ class _StoreConfig:
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,
-            text_hashes=self._text_hashes,
-            unordered=unordered,
         )
 
     def _vectors_name(self) -> str:
@@ -161,8 +156,11 @@ class MongoStore(_StoreConfig, BaseStore):
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
         vectors_collection: Collection[Any] | None = None,
+        backend: Backend | None = None,
     ) -> None:
-        self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection))
+        """``backend``: what the collection runs on (``drivers.backend``); by default a server,
+        or mongomock's engine for a mongomock collection. The embedded stores pass theirs."""
+        self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
         self._sweeper: concurrent.futures.Future[None] | None = None
         self._sweeper_stop = threading.Event()
         self._owned_client: MongoClient[Any] | None = None

@@ -472,6 +472,8 @@ class AtlasSearch:
 
         if not atlas_native.check_definition(self, index.type, latest) and index.type == "vectorSearch":
             _check_definition(latest)
+        if index.type == "vectorSearch":
+            atlas_native.check_update(index.latest_definition, latest, name)
         index.latest_definition = latest
         index.version += 1
         index.created_at = datetime.now(timezone.utc)

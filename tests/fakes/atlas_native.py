@@ -27,10 +27,18 @@ What is modelled (docs/decisions.md, Issue 14, cites each page):
 
 ``NativeState`` switches features off to play servers without them: ``rerank_enabled``
 (8.0 answers ``Unrecognized pipeline stage name: '$rerank'``, code 40324),
-``rank_fusion_enabled`` (before 8.0: the same for ``$rankFusion``), ``auto_embed_enabled``
-(a deployment without Voyage AI models refuses the index). Error codes for invalid
-specs of these stages are not documented; the fake uses 2 (BadValue) for definitions
-and 8 like ``fakes.atlas`` for queries, and says what was wrong.
+``rank_fusion_enabled`` (before 8.0: the same for ``$rankFusion``), ``rank_fusion_flag_off``
+(a build with the stage behind a disabled feature flag: 224 QueryFeatureNotAllowed),
+``auto_embed_enabled`` (a deployment without Voyage AI models refuses the index).
+
+As mongod and mongot answer (issue 28): ``$rankFusion`` spec errors carry mongod's codes
+(``document_source_rank_fusion.cpp``, ``document_source_hybrid_scoring_util.cpp``), its
+fused order breaks ties by ``_id`` ascending (``{$sort: {score: {$meta: "score"}, _id: 1}}``);
+an autoEmbed field's similarity defaults to dotProduct (euclidean with binary quantization),
+its models are voyage-4, voyage-4-large, voyage-4-lite and voyage-code-3, and an update may
+not change it (mongot's ``AutoEmbeddingIndexValidator``). Other spec errors of these stages
+are not documented with codes; the fake uses 2 (BadValue) for definitions and 8 like
+``fakes.atlas`` for queries, and says what was wrong.
 """
 
 from __future__ import annotations
@@ -57,14 +65,37 @@ from .atlas import (
     server_semantics,
 )
 
-__all__ = ["AUTO_EMBED_MODELS", "NativeState", "aggregate", "check_definition", "native_state", "stand_in_embedding"]
+__all__ = [
+    "AUTO_EMBED_MODELS",
+    "NativeState",
+    "aggregate",
+    "check_definition",
+    "check_update",
+    "native_state",
+    "stand_in_embedding",
+]
 
-AUTO_EMBED_MODELS = ("voyage-4-lite", "voyage-4", "voyage-4-large", "voyage-code-4", "voyage-code-3")
+# A vectorSearch index's autoEmbed models (mongot's VoyageClient and search-index-schema
+# autoEmbed.json); voyage-code-4 is only for $search's autoEmbed type.
+AUTO_EMBED_MODELS = ("voyage-4-lite", "voyage-4", "voyage-4-large", "voyage-code-3")
+AUTO_EMBED_KEYS = frozenset({"type", "modality", "path", "model", "numDimensions", "similarity", "quantization"})
+AUTO_EMBED_QUANTIZATIONS = ("float", "scalar", "binary", "binaryNoRescore")
 AUTO_EMBED_DIMENSIONS = (256, 512, 1024, 2048)
 RERANK_MODELS = ("rerank-2.5", "rerank-2.5-lite", "rerank-2", "rerank-2-lite")
 MAX_DOCS_TO_RERANK = 1000
 RRF_K = 60
 UNRECOGNIZED_STAGE = 40324
+QUERY_FEATURE_NOT_ALLOWED = 224
+# mongod's $rankFusion codes (document_source_rank_fusion.cpp, document_source_hybrid_scoring_util.cpp).
+FUSION_EMPTY_PIPELINE = 9834300
+FUSION_NESTED = 10473002
+FUSION_SCORE_STAGE = 10614800
+FUSION_NOT_RANKED = 9191100
+FUSION_NOT_SELECTION = 9191103
+FUSION_NEGATIVE_WEIGHT = 9460300
+FUSION_MORE_WEIGHTS = 9460301
+FUSION_UNKNOWN_PIPELINE = 9967500
+FUSION_NOT_FIRST = 10170100
 SEARCH_SCORE = "__search_score"
 FUSED_SCORE = "__score"
 HIDDEN = (SCORE_FIELD, SEARCH_SCORE, FUSED_SCORE)
@@ -79,6 +110,7 @@ class NativeState:
     auto_embed_enabled: bool = True
     rerank_enabled: bool = True
     rank_fusion_enabled: bool = True
+    rank_fusion_flag_off: bool = False  # a build with $rankFusion behind a disabled feature flag (224)
     stages: list[dict[str, Any]] = field(default_factory=list)  # every native stage run, for assertions
 
     def count(self, name: str) -> int:
@@ -140,11 +172,38 @@ def check_definition(atlas: Any, type_: str, definition: Mapping[str, Any]) -> b
                 raise _fail(f"autoEmbed: model {f.get('model')!r} is not one of {list(AUTO_EMBED_MODELS)}", BAD_VALUE)
             if "numDimensions" in f and f["numDimensions"] not in AUTO_EMBED_DIMENSIONS:
                 raise _fail(f"autoEmbed: numDimensions must be one of {list(AUTO_EMBED_DIMENSIONS)}", BAD_VALUE)
-            if f.get("similarity", "cosine") not in ("cosine", "dotProduct", "euclidean"):
+            if f.get("similarity", "dotProduct") not in ("cosine", "dotProduct", "euclidean"):
                 raise _fail("autoEmbed: similarity must be cosine, dotProduct or euclidean", BAD_VALUE)
+            unknown = sorted(set(f) - AUTO_EMBED_KEYS)
+            if unknown:
+                raise _fail(f"autoEmbed: unrecognized field(s) {unknown}", BAD_VALUE)
+            if f.get("quantization", "float") not in AUTO_EMBED_QUANTIZATIONS:
+                raise _fail(f"autoEmbed: quantization must be one of {list(AUTO_EMBED_QUANTIZATIONS)}", BAD_VALUE)
         elif f.get("type") != "filter":
             raise _fail(f"vectorSearch index definition: unsupported field type {f.get('type')!r}", BAD_VALUE)
     return True
+
+
+def check_update(old: Mapping[str, Any], new: Mapping[str, Any], name: str) -> None:
+    """mongot's ``AutoEmbeddingIndexValidator`` on ``updateSearchIndex``, on every deployment:
+    autoEmbed fields cannot change, nor turn into ``vector`` fields."""
+
+    def auto(defn: Mapping[str, Any]) -> list[Any]:
+        return [dict(f) for f in defn.get("fields") or [] if isinstance(f, Mapping) and f.get("type") == "autoEmbed"]
+
+    before, after = auto(old), auto(new)
+    if not before:
+        return
+    if not after:
+        raise _fail(
+            "For a vector search index definition, you cannot convert a type:autoEmbed to a type:vector", BAD_VALUE
+        )
+    if before != after:
+        raise _fail(
+            f"Index: {name} cannot update type:autoEmbed fields. To modify an index containing Automated "
+            "Embedding fields, please delete the index and create a new one instead",
+            BAD_VALUE,
+        )
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -174,6 +233,8 @@ def aggregate(atlas: Any, db: Any, coll_name: str, pipeline: Sequence[Mapping[st
         return None
     for stage in pipeline[1:]:
         name = _stage_name(stage)
+        if name == "$rankFusion":
+            raise _fail("$rankFusion is only allowed as the first stage in a pipeline", FUSION_NOT_FIRST)
         if name in FIRST_ONLY:
             raise _fail(f"{name} is only valid as the first stage in a pipeline", 40602)
     docs = _first_stage(atlas, db, coll_name, pipeline[0])
@@ -216,6 +277,12 @@ def _first_stage(atlas: Any, db: Any, coll_name: str, stage: Mapping[str, Any]) 
     if name == "$rankFusion":
         if not state.rank_fusion_enabled:
             raise _fail("Unrecognized pipeline stage name: '$rankFusion'", UNRECOGNIZED_STAGE)
+        if state.rank_fusion_flag_off:
+            raise _fail(
+                "$rankFusion is not allowed in the current configuration. You may need to enable the "
+                "corresponding feature flag",
+                QUERY_FEATURE_NOT_ALLOWED,
+            )
         return _rank_fusion(atlas, db, coll_name, spec)
     atlas._check_enabled("$search and $vectorSearch aggregation stages")
     if name == "$search":
@@ -275,7 +342,7 @@ def _auto_vector_search(atlas: Any, db: Any, coll_name: str, spec: Mapping[str, 
             docs.append(doc)
             vectors.append(stand_in_embedding(field["model"], value, dims))
     qvec = np.asarray(stand_in_embedding(model, text, dims))
-    scores, keep = _scores(qvec, vectors, field.get("similarity", "cosine"))
+    scores, keep = _scores(qvec, vectors, field.get("similarity", _default_similarity(field)))
     ranked = sorted(keep, key=lambda i: -scores[i])
     if num_candidates is not None:
         ranked = ranked[:num_candidates]
@@ -284,6 +351,11 @@ def _auto_vector_search(atlas: Any, db: Any, coll_name: str, spec: Mapping[str, 
         docs[i][SCORE_FIELD] = float(scores[i])
         out.append(docs[i])
     return out
+
+
+def _default_similarity(field: Mapping[str, Any]) -> str:
+    """mongot's default (VectorAutoEmbedFieldSpecification): dotProduct, euclidean for binary quantization."""
+    return "euclidean" if field.get("quantization") in ("binary", "binaryNoRescore") else "dotProduct"
 
 
 # --------------------------------------------------------------------------- $search
@@ -382,35 +454,101 @@ def _text(index: Any, docs: list[dict[str, Any]], spec: Mapping[str, Any], doc: 
 # --------------------------------------------------------------------------- $rankFusion
 
 
+RANK_PIPELINE_MSG = (
+    "All subpipelines to the $rankFusion stage must begin with one of $search, $vectorSearch, $geoNear, "
+    "or have a custom $sort in the pipeline."
+)
+RANKED_FIRST = frozenset({"$search", "$vectorSearch", "$geoNear", "$rankFusion", "$scoreFusion"})
+HYBRID_STAGES = frozenset({"$rankFusion", "$scoreFusion"})
+
+
+def _check_input_pipeline(name: str, stages: Any) -> None:
+    """mongod's ``rankFusionBsonPipelineValidator``, in its order, with its codes."""
+    if not isinstance(stages, list) or not stages:
+        raise _fail(f"$rankFusion input pipeline cannot be empty. {RANK_PIPELINE_MSG}", FUSION_EMPTY_PIPELINE)
+    names = [_stage_name(s) for s in stages]
+    if any(n in HYBRID_STAGES for n in names):
+        raise _fail(
+            f"$rankFusion input pipeline has a nested hybrid search stage ($rankFusion/$scoreFusion). "
+            f"{RANK_PIPELINE_MSG}",
+            FUSION_NESTED,
+        )
+    if "$score" in names:
+        raise _fail("$rankFusion input pipelines must not contain a $score stage.", FUSION_SCORE_STAGE)
+    if names[0] not in RANKED_FIRST and "$sort" not in names:
+        raise _fail(
+            "Pipeline did not begin with a ranked stage and did not contain an explicit $sort stage. "
+            + RANK_PIPELINE_MSG,
+            FUSION_NOT_RANKED,
+        )
+    for n, stage in zip(names, stages, strict=True):
+        spec = stage[n]
+        if n == "$search" and isinstance(spec, Mapping) and spec.get("returnStoredSource"):
+            bad = "$search is only a selection stage if 'returnStoredSource' is false"
+        elif n == "$geoNear" and isinstance(spec, Mapping) and ({"distanceField", "includeLocs"} & set(spec)):
+            bad = "$geoNear is only a selection stage if 'includeLocs' and 'distanceField' are not specified"
+        elif n not in SELECTION_STAGES:
+            bad = f"{n} is not a selection stage because it modifies or transforms the input documents."
+        else:
+            continue
+        raise _fail(
+            f"{bad} (input pipeline {name!r}) Only stages that retrieve, limit, or order documents are allowed.",
+            FUSION_NOT_SELECTION,
+        )
+
+
+def _check_weights(weights: Any, pipelines: Mapping[str, Any]) -> None:
+    """``hybrid_scoring_util::validateWeights``: negative, too many, unknown names."""
+    if not isinstance(weights, Mapping):
+        raise _fail("$rankFusion: combination.weights must be a document", BAD_VALUE)
+    invalid = []
+    for name, w in weights.items():
+        if name not in pipelines:
+            invalid.append(name)
+            continue
+        if isinstance(w, bool) or not isinstance(w, (int, float)):
+            raise _fail(f"$rankFusion: weight of {name!r} must be a number, got {w!r}", 14)  # TypeMismatch
+        if w < 0:
+            raise _fail(
+                f"rankFusion's pipeline weight must be non-negative, but given {w} for pipeline {name!r}.",
+                FUSION_NEGATIVE_WEIGHT,
+            )
+    if len(weights) > len(pipelines):
+        raise _fail(
+            f"$rankFusion input has more weights ({len(weights)}) than pipelines ({len(pipelines)}). "
+            f"Possible extraneous specified weights = [{', '.join(invalid)}]",
+            FUSION_MORE_WEIGHTS,
+        )
+    if invalid:
+        raise _fail(
+            f"$rankFusion stage contained ({len(invalid)}) weight(s) in 'combination.weights' that did not "
+            f"reference valid pipeline names: {invalid}",
+            FUSION_UNKNOWN_PIPELINE,
+        )
+
+
+def _id_key(value: Any) -> Any:
+    """A sort key for ``_id`` ascending (the store's ids are strings; numbers before strings, as BSON)."""
+    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
+
+
 def _rank_fusion(atlas: Any, db: Any, coll_name: str, spec: Any) -> list[dict[str, Any]]:
     if not isinstance(spec, Mapping) or set(spec) - {"input", "combination", "scoreDetails"}:
-        raise _fail("$rankFusion takes input, combination and scoreDetails")
+        raise _fail("$rankFusion takes input, combination and scoreDetails", 40415)  # IDL: unknown field
     inp = spec.get("input")
     pipelines = inp.get("pipelines") if isinstance(inp, Mapping) else None
     if not isinstance(pipelines, Mapping) or not pipelines:
-        raise _fail("$rankFusion: input.pipelines must contain at least one pipeline")
+        # Not documented with a code; the IDL parse refuses it.
+        raise _fail("$rankFusion: input.pipelines must contain at least one pipeline", BAD_VALUE)
     for name, stages in pipelines.items():
+        _check_input_pipeline(name, stages)
         if not isinstance(name, str) or not name or name.startswith("$") or "\x00" in name or "." in name:
-            raise _fail(f"$rankFusion: invalid input pipeline name {name!r}")
-        if not isinstance(stages, list) or not stages:
-            raise _fail(f"$rankFusion: input pipeline {name!r} must be a non-empty array of stages")
-        names = [_stage_name(s) for s in stages]
-        bad = [n for n in names if n not in SELECTION_STAGES]
-        if bad:
-            raise _fail(f"$rankFusion input pipeline {name!r} must be a selection pipeline; {bad[0]} is not allowed")
-        if names[0] not in ORDERED_FIRST and "$sort" not in names:
             raise _fail(
-                f"$rankFusion input pipeline {name!r} must be ranked: begin with $search, $vectorSearch "
-                "or $geoNear, or hold a $sort"
+                f"$rankFusion pipeline names must follow the naming rules of field path expressions: {name!r}",
+                16410,  # FieldPath::validateFieldName
             )
+    _check_weights((spec.get("combination") or {}).get("weights", {}), pipelines)
     weights = (spec.get("combination") or {}).get("weights", {})
-    if not isinstance(weights, Mapping):
-        raise _fail("$rankFusion: combination.weights must be a document")
-    for name, w in weights.items():
-        if name not in pipelines:
-            raise _fail(f"$rankFusion: combination.weights names unknown pipeline {name!r}")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-            raise _fail(f"$rankFusion: weight of {name!r} must be a non-negative number, got {w!r}")
     fused: dict[Any, float] = {}
     first_seen: dict[Any, dict[str, Any]] = {}
     for name, stages in pipelines.items():
@@ -422,7 +560,8 @@ def _rank_fusion(atlas: Any, db: Any, coll_name: str, spec: Any) -> list[dict[st
         for rank, doc in enumerate(docs, start=1):
             fused[doc["_id"]] = fused.get(doc["_id"], 0.0) + weight / (RRF_K + rank)
             first_seen.setdefault(doc["_id"], {k: v for k, v in doc.items() if k not in HIDDEN})
-    order = sorted(first_seen, key=lambda key: -fused[key])  # stable: ties by first appearance
+    # mongod sorts {score: {$meta: "score"}, _id: 1}: ties by _id ascending.
+    order = sorted(first_seen, key=lambda key: (-fused[key], _id_key(key)))
     out = []
     for key in order:
         doc = dict(first_seen[key])

@@ -367,11 +367,13 @@ async def test_vectors_in_another_database_are_refused(kind: str) -> None:
         cls(coll, index=text_index(HashingEmbeddings(8), ["text"]), vectors_collection=other)
 
 
-async def test_dotted_filter_fields_are_refused(kind: str) -> None:
+async def test_malformed_dotted_filter_fields_are_refused(kind: str) -> None:
+    """Nested filter fields are dotted paths ("meta.kind", issue 28); empty or $ segments are not."""
     cls: Any = MongoStore if kind == "sync" else AsyncMongoStore
     coll = atlas_collection() if kind == "sync" else async_atlas_collection()
-    with pytest.raises(ConfigurationError, match="top-level value fields"):
-        cls(coll, index=text_index(HashingEmbeddings(8), ["text"], filter_fields=["meta.kind"]))
+    cls(coll, index=text_index(HashingEmbeddings(8), ["text"], filter_fields=["meta.kind"]))
+    with pytest.raises(ConfigurationError, match="dotted path"):
+        cls(coll, index=text_index(HashingEmbeddings(8), ["text"], filter_fields=["meta..kind"]))
 
 
 def test_atlas_local_uris_in_docstrings_say_direct_connection() -> None:

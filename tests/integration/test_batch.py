@@ -159,15 +159,15 @@ async def test_concurrent_calls_in_one_tick_are_one_abatch(make_store: MakeStore
     assert isinstance(store, AsyncMongoStore)
     await store.aput(("c",), "k0", {"v": "old"})
     batches: list[list[str]] = []
-    real_abatch = store._abatch_outcome  # what the coalescing loop calls
+    real_abatch = store.abatch  # what the coalescing loop calls, as LangGraph's does
 
-    async def spy(ops: Any, unordered: bool = False) -> Any:
+    async def spy(ops: Any) -> Any:
         ops = list(ops)
         kinds = (GetOp, PutOp, SearchOp, ListNamespacesOp)  # (a checked put is a PutOp subclass)
         batches.append([next(k.__name__ for k in kinds if isinstance(op, k)) for op in ops])
-        return await real_abatch(ops, unordered)
+        return await real_abatch(ops)
 
-    store._abatch_outcome = spy  # type: ignore[method-assign]
+    store.abatch = spy  # type: ignore[method-assign]
     counting.calls.clear()
     results = await asyncio.gather(
         *(store.aget(("c",), f"k{i}") for i in range(10)),

@@ -463,3 +463,29 @@ async def test_a_refresh_that_was_not_acknowledged_is_reported(make_store: MakeS
         with pytest.raises(BulkWriteError):
             await api.batch([GetOp(("t",), "ttl"), GetOp(("t",), "plain")])
     assert calls.injected
+
+
+@pytest.mark.parametrize("make_store", ["sync-mongomock", "async-mock", "async-motor-mock"], indirect=True)
+async def test_a_write_concern_error_on_an_unchanged_re_put_raises(make_store: MakeStore) -> None:
+    """An unchanged re-put writes its item and retags its vectors (no re-embedding); a
+    write-concern error on any of its writes reaches the caller (issue 26.5: the retag's
+    was once read as "nothing matched" and the put returned normally)."""
+    calls = Calls()
+    api = await faulty_store(make_store, calls, indexed=True)
+    await api.put(("wc",), "k", {"text": "unchanged text", "v": 1})
+    calls.arm(-1, "")
+    await api.put(("wc",), "k", {"text": "unchanged text", "v": 2})
+    total = calls.n
+    bulk_positions = []
+    for at in range(total):
+        calls.arm(at, "write-concern")
+        try:
+            await api.put(("wc",), "k", {"text": "unchanged text", "v": 3 + at})
+        except BulkWriteError as exc:
+            assert exc.details["writeConcernErrors"] == [WC_ERROR]
+            bulk_positions.append(at)
+        except AutoReconnect:
+            continue  # the fault landed on a read: a network error, raised too
+        else:
+            assert not calls.injected, f"a write-concern error at call {at} returned normally"
+    assert len(bulk_positions) >= 2  # the vectors' retag and the item's write each raised

@@ -441,3 +441,184 @@ async def test_async_store_runs_auto_embed_and_rerank_like_the_sync_store() -> N
     got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10, offset=1))
     assert got == keys_scores(sync_store.search(("u", "a"), query=QUERY, limit=10, offset=1))
     assert len([s for s in got if s[1] is not None]) == 3  # 4 reranked, minus the one skipped by offset
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def test_auto_embed_refuses_models_a_vector_index_cannot_use_before_any_io() -> None:
+    """voyage-code-4 is for $search's autoEmbed type only: refused at construction, naming the valid models."""
+    coll = atlas_collection()
+    for model in ("voyage-code-4", "voyage-3"):
+        with pytest.raises(ConfigurationError, match=model) as err:
+            MongoStore(coll, index={"embed": f"atlas:{model}"})
+        for valid in ("voyage-4", "voyage-4-large", "voyage-4-lite", "voyage-code-3"):
+            assert valid in str(err.value)
+    assert coll.atlas.aggregate_calls == 0 and coll.atlas.list_search_indexes_calls == 0
+    with pytest.raises(ConfigurationError, match=r"\$search indexes only"):
+        MongoStore(coll, index={"embed": "atlas:voyage-code-4"})
+
+
+def test_auto_embed_field_change_says_it_is_never_updated_and_how_to_recover() -> None:
+    """mongot refuses autoEmbed field updates everywhere (AutoEmbeddingIndexValidator): no update
+    is sent, and the error says to drop and recreate, or to use a new index name."""
+    coll = atlas_collection()
+    MongoStore(coll, index={"embed": "atlas:voyage-4"}).setup()
+    changed = MongoStore(coll, index={"embed": "atlas:voyage-4-lite"})
+    with pytest.raises(VectorIndexError) as err:
+        changed.setup()
+    message = str(err.value)
+    assert "never updates autoEmbed fields" in message and "Atlas Local" not in message
+    assert "drop_search_index('mongostore_vectors')" in message and "index_name" in message
+    assert coll.atlas.update_calls == 0
+    # filter fields of an automated-embedding index may change: that update is sent
+    MongoStore(coll, index={"embed": "atlas:voyage-4", "filter_fields": ["kind"]}).setup()
+    assert coll.atlas.update_calls == 1
+
+
+@pytest.mark.parametrize("answer", ["unrecognized stage (40324)", "feature flag off (224)"])
+def test_refused_rank_fusion_fuses_locally_and_keeps_vector_search_on(answer: str) -> None:
+    """A server that refuses $rankFusion (no such stage, or 224 QueryFeatureNotAllowed behind a
+    disabled feature flag) gets the local fusion, as below 8.0; $vectorSearch stays on."""
+    coll = atlas_collection()
+    state = native_state(coll.atlas)
+    if answer.endswith("(224)"):
+        state.rank_fusion_flag_off = True
+    else:
+        state.rank_fusion_enabled = False
+    store = MongoStore(coll, index=cfg(hybrid={}))
+    store.setup()
+    fill(store)
+    reference = MongoStore(in_memory_collection(), index=cfg(hybrid={}))
+    fill(reference)
+    want = keys_scores(reference.search(("u", "a"), query=QUERY))
+    for _ in range(2):
+        assert keys_scores(store.search(("u", "a"), query=QUERY)) == want
+    assert store.status()["search_path"] == "atlas"  # plain vector search was not switched off
+
+
+def test_refused_rerank_raises_naming_rerank_and_keeps_vector_search_on() -> None:
+    coll = atlas_collection()
+    native_state(coll.atlas).rerank_enabled = False  # e.g. Native Reranking not enabled in the project
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2"}))
+    store.setup()  # setup() cannot see the project setting: the first search says it
+    fill(store)
+    for _ in range(2):
+        with pytest.raises(ConfigurationError, match=r"refused \$rerank.*Native Reranking enabled"):
+            store.search(("u", "a"), query=QUERY)
+    assert store.status()["search_path"] == "atlas"
+    assert len(store.search(("u", "a"))) == 7  # a search without a query needs no reranker
+
+
+def test_rerank_over_vectors_written_before_reranking_was_on() -> None:
+    """Vector documents from before reranking have no `text`, which fails $rerank (the $rerank
+    page); the stage is guarded, and setup() gives them their text from the items."""
+    coll = atlas_collection()
+    plain = MongoStore(coll, index=cfg())
+    plain.setup()
+    fill(plain)
+    assert plain.vectors_collection.count_documents({"text": {"$exists": True}}) == 0
+    idx = cfg(rerank={"model": "rerank-2.5", "candidates": 20})
+    reranked = MongoStore(coll, index=idx)
+    reranked.search(("u", "a"), query=QUERY)  # no raw OperationFailure before setup()
+    reranked.setup()
+    assert reranked.vectors_collection.count_documents({"text": {"$exists": False}}) == 0
+    fresh = MongoStore(atlas_collection(), index=idx)
+    fresh.setup()
+    fill(fresh)
+    got = keys_scores(reranked.search(("u", "a"), query=QUERY, limit=10))
+    assert got == keys_scores(fresh.search(("u", "a"), query=QUERY, limit=10))
+    assert [k for k, s in got if s is not None] and got[-1] == ("plain", None)
+
+
+def test_auto_embed_over_vectors_written_with_client_embeddings() -> None:
+    """Switching to automated embedding (a new index name): setup() gives the old vector
+    documents their text, so their items are embedded by Atlas instead of dropping out."""
+    coll = atlas_collection()
+    plain = MongoStore(coll, index=cfg())
+    plain.setup()
+    fill(plain)
+    auto = MongoStore(coll, index={"embed": "atlas:voyage-4", "fields": ["text"], "index_name": "auto"})
+    auto.setup()
+    found = auto.search(("u", "a"), query=QUERY, limit=10)
+    assert {x.key for x in found if x.score is not None} == set(MEMORIES)
+    assert auto.vectors_collection.count_documents({"embedding": {"$exists": True}}) == 0
+
+
+@pytest.mark.parametrize("fields", [["text", "notes[*]"], ["$"], ["{text,title}"]])
+def test_setup_backfills_the_texts_a_put_would_store_for_any_path(fields: list[str]) -> None:
+    """The backfilled text is the one a put stores (same extraction, hash checked), on the local
+    path too (hybrid's local fusion reads it); a vector whose item changed gets none."""
+    value = {"text": "pizza", "title": "food", "notes": ["olives", "cheese"]}
+    old = MongoStore(
+        in_memory_collection(collection_name="old"), index={"dims": DIMS, "embed": emb(), "fields": fields}
+    )
+    old.put(("u",), "k", value)
+    old.vectors_collection.update_one({}, {"$set": {"text_hash": "stale"}})  # one stale vector
+    hybrid = MongoStore(old.collection, index={"dims": DIMS, "embed": emb(), "fields": fields, "hybrid": {}})
+    hybrid.setup()
+    fresh = MongoStore(in_memory_collection(collection_name="fresh"), index=hybrid_cfg(fields))
+    fresh.put(("u",), "k", value)
+    texts = {d["field"]: d.get("text") for d in hybrid.vectors_collection.find()}
+    want = {d["field"]: d["text"] for d in fresh.vectors_collection.find()}
+    stale = [f for f, t in texts.items() if t is None]
+    assert len(stale) == 1 and {f: t for f, t in texts.items() if t is not None} == {
+        f: t for f, t in want.items() if f not in stale
+    }
+
+
+def hybrid_cfg(fields: list[str]) -> dict[str, Any]:
+    return {"dims": DIMS, "embed": emb(), "fields": fields, "hybrid": {}}
+
+
+def test_hybrid_local_counts_bm25_statistics_over_the_whole_collection_as_atlas_does() -> None:
+    """Atlas Search's BM25 takes N, document frequencies and the average length over the whole
+    index; other namespaces holding the query's terms change the in-scope order (issue 28 item 1)."""
+    idx = cfg(hybrid={"weights": {"vector": 1, "text": 3}})
+    atlas = MongoStore(atlas_collection(), index=idx)
+    atlas.setup()
+    local = MongoStore(in_memory_collection(), index=idx)
+    ops = [
+        PutOp(("u", "a"), "many", {"text": "pizza pizza pizza"}),
+        PutOp(("u", "a"), "rare", {"text": "friday night"}),
+    ]
+    ops += [PutOp(("u", f"n{i}"), "k", {"text": f"pizza party {i}"}) for i in range(8)]
+    for store in (atlas, local):
+        store.batch(ops)
+    query = "pizza friday"
+    got = keys_scores(atlas.search(("u", "a"), query=query))
+    assert keys_scores(local.search(("u", "a"), query=query)) == got
+    assert [k for k, _ in got] == ["rare", "many"]  # "pizza" is common in the collection, "friday" rare
+    assert keys_scores(local.search(("u",), query=query, limit=20)) == keys_scores(
+        atlas.search(("u",), query=query, limit=20)
+    )
+
+
+def test_setup_says_what_it_cannot_check_about_rerank(caplog: pytest.LogCaptureFixture) -> None:
+    """setup() cannot see Native Reranking's project setting or tell Atlas from a self-managed
+    8.3: it says so, and the first search reports a refusal (issue 28 item 5)."""
+    coll = atlas_collection()
+    native_state(coll.atlas).rerank_enabled = False
+    store = MongoStore(coll, index=cfg(rerank={"model": "rerank-2.5"}))
+    with caplog.at_level("INFO", logger="mongostore"):
+        store.setup()  # does not raise: it cannot know
+    assert "not visible to setup(): the first reranked search reports it" in caplog.text
+    with pytest.raises(ConfigurationError, match=r"Native Reranking enabled in the Atlas project"):
+        store.search(("u",), query="pizza")
+
+
+async def test_async_store_backfills_and_reads_refusals_like_the_sync_store() -> None:
+    """The async driver runs the same plans: setup()'s backfill and a refused $rankFusion."""
+    acoll = async_atlas_collection()
+    aplain = AsyncMongoStore(acoll, index=cfg())
+    await aplain.setup()
+    await aplain.abatch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    native_state(acoll.atlas).rank_fusion_flag_off = True
+    astore = AsyncMongoStore(acoll, index=cfg(hybrid={}))
+    await astore.setup()
+    assert await astore.vectors_collection.count_documents({"text": {"$exists": False}}) == 0
+    reference = MongoStore(in_memory_collection(), index=cfg(hybrid={}))
+    reference.batch([PutOp(("u", "a"), k, {"text": t, "kind": kind}) for k, (t, kind) in MEMORIES.items()])
+    got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10))
+    assert got == keys_scores(reference.search(("u", "a"), query=QUERY, limit=10))
+    assert (await astore.status())["search_path"] == "atlas"

@@ -175,38 +175,6 @@ class ServerLike:
         return getattr(self.inner, name)
 
 
-@pytest.mark.parametrize("omit_expired", [False, True])
-def test_against_a_server_candidates_are_read_shaped_for_decoding(omit_expired: bool) -> None:
-    """Without write versions every search reads its candidates, and pymongo's decoding of
-    100k of them is most of the search: the server projects them compactly (one hash as a
-    string, dates as milliseconds); the embedded engine reads the stored fields. Both rank
-    the same, unscored items included, newest first."""
-    import time
-
-    from mongostore.core.plan.search import COMPACT_ITEM
-
-    e = HashingEmbeddings(384)
-    coll = in_memory_collection(collection_name=f"shaped{omit_expired}")
-    ttl = {"default_ttl": 60, "omit_expired": omit_expired}
-    embedded = MongoStore(coll, index=index(e), ttl=ttl)
-    embedded.setup()
-    embedded.batch([PutOp(NS, f"k{i}", {"text": t}) for i, t in enumerate(TEXTS)])
-    for i in range(3):  # unscored items, 2 ms apart (dates keep milliseconds)
-        time.sleep(0.002)
-        embedded.put(NS, f"plain{i}", {"n": i})
-    server = ServerLike(coll)
-    store = MongoStore(server, index=index(e), ttl=ttl, vectors_collection=coll.database[coll.name + "_vectors"])  # type: ignore[arg-type]
-    for query in ("pizza", "lisbon"):
-        want = pairs(embedded.search(NS, query=query, limit=50))
-        assert pairs(store.search(NS, query=query, limit=50)) == want
-        assert [k for k, s in want if s is None] == ["plain2", "plain1", "plain0"]
-    shaped = [p[1]["$project"] for p in server.pipelines if len(p) == 2 and "$project" in p[1]]
-    assert len(shaped) == 2
-    assert all({k: v for k, v in proj.items() if k != "expires_at"} == COMPACT_ITEM for proj in shaped)
-    assert all(("expires_at" in proj) == omit_expired for proj in shaped)
-    assert not any(isinstance(p, dict) and p.get("vectors") == 1 and "text" not in p for p in server.projections)
-
-
 def test_searches_and_puts_from_several_threads_share_one_matrix_safely() -> None:
     import concurrent.futures
 
@@ -241,30 +209,7 @@ def test_a_store_that_never_ranks_locally_holds_no_vectors() -> None:
     assert store._vector_cache is not None and len(store._vector_cache) == 0
 
 
-# --------------------------------------------------------------------------- candidates kept between searches
-
-
-class FindLog:
-    """Records the candidate reads (finds on the items that project ``vectors``) of mongomock."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from mongomock.collection import Collection
-
-        self.candidate_reads = 0
-        self.partial: list[list[str]] = []  # the ids of each read of changed candidates only
-        original = Collection.find
-        log = self
-
-        def find(coll: Any, filter: Any = None, projection: Any = None, *a: Any, **kw: Any) -> Any:
-            if isinstance(projection, dict) and projection.get("vectors") == 1 and "text" not in projection:
-                first = (filter.get("$and") or [{}])[0] if isinstance(filter, dict) else {}
-                if isinstance(first.get("_id"), dict):
-                    log.partial.append(sorted(first["_id"]["$in"]))
-                else:
-                    log.candidate_reads += 1
-            return original(coll, filter, projection, *a, **kw)
-
-        monkeypatch.setattr(Collection, "find", find)
+# --------------------------------------------------------------------------- warm searches and other writers
 
 
 def seeded_store(name: str, **kw: Any) -> tuple[MongoStore, Any, HashingEmbeddings]:
@@ -280,40 +225,7 @@ def pairs(results: Any) -> list[tuple[str, float | None]]:
     return [(r.key, r.score) for r in results]
 
 
-def test_an_unchanged_prefix_is_ranked_without_reading_its_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
-    store, coll, e = seeded_store("recall")
-    log = FindLog(monkeypatch)
-    first = pairs(store.search(NS, query="pizza", limit=50))
-    assert log.candidate_reads == 1
-    again = [pairs(store.search(NS, query=q, limit=50)) for q in ("pizza", "lisbon")]
-    page = pairs(store.search(NS, query="lisbon", limit=3, offset=2))
-    assert log.candidate_reads == 1  # nothing changed: no candidate read
-    cold = MongoStore(coll, index=index(e))
-    assert again == [first, pairs(cold.search(NS, query="lisbon", limit=50))]
-    assert page == pairs(cold.search(NS, query="lisbon", limit=3, offset=2))
-    # a filter or another prefix is another set of candidates
-    log.candidate_reads = 0
-    store.search(NS, query="pizza", filter={"n": {"$gte": 3}})
-    store.search(("users",), query="pizza")
-    assert log.candidate_reads == 2
-
-
-def test_after_a_write_a_search_reads_only_the_changed_items(monkeypatch: pytest.MonkeyPatch) -> None:
-    store, coll, e = seeded_store("delta")
-    other = MongoStore(coll, index=index(e))
-    store.search(NS, query="pizza", limit=50)
-    log = FindLog(monkeypatch)
-    other.put(NS, "k1", {"text": "pizza pizza", "n": 1})
-    store.put(NS, "mine", {"text": "more pizza", "n": 2})
-    other.delete(NS, "k2")
-    got = pairs(store.search(NS, query="pizza", limit=50))
-    assert log.candidate_reads == 0
-    assert log.partial == [sorted(f"users.alice.\x00{k}" for k in ("k1", "k2", "mine"))]
-    assert got == pairs(MongoStore(coll, index=index(e)).search(NS, query="pizza", limit=50))
-    assert got[0][0] == "k1" and "k2" not in dict(got) and "mine" in dict(got)
-
-
-def test_a_kept_page_sees_every_write_of_another_store(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_warm_page_sees_every_write_of_another_store() -> None:
     store, coll, e = seeded_store("recall2")
     other = MongoStore(coll, index=index(e))  # another instance (or process) on the same collection
     cold = lambda q, **kw: pairs(MongoStore(coll, index=index(e)).search(NS, query=q, limit=50, **kw))  # noqa: E731
@@ -363,60 +275,8 @@ def test_an_item_that_expires_between_two_searches_is_not_found(omit_expired: bo
     assert "brief" not in dict(got) and len(got) == len(TEXTS)
 
 
-def test_kept_candidates_hold_until_a_write_an_expiry_or_a_released_row() -> None:
-    from datetime import datetime, timedelta, timezone
-
-    from mongostore.core.vectors import VectorCache
-
-    cache = VectorCache(4)
-    cache.add("a", "text", "h1", [1.0, 0.0, 0.0, 0.0])
-    now = datetime.now(timezone.utc)
-    items = [{"_id": "a", "vectors": ["h1"], "updated_at": now}]
-
-    def keep(until: Any = None) -> None:
-        cache.remember("key", (1, 1), cache.candidates(items), [], until)
-
-    keep(now + timedelta(seconds=1))
-    hit = cache.recall("key", (1, []), (1, []), now)
-    assert hit is not None and hit.cands is not None and hit.cands.rows.tolist() == [0]
-    assert cache.recall("key", (1, []), (1, []), now + timedelta(seconds=1)) is None  # an item expired
-    keep()
-    assert cache.recall("key", None, (1, []), now) is None  # a server: no versions, nothing kept
-    stale = cache.recall("key", (2, [(2, "b")]), (1, []), now)  # a write: re-read what changed
-    assert stale is not None and stale.cands is None and stale.changed == ["b"] and stale.since == 1
-    assert cache.recall("key", (3, None), (1, []), now) is None  # too many writes to tell
-    keep()
-    cache.forget("a")  # a row released: the mapping no longer holds
-    assert cache.recall("key", (1, []), (1, []), now) is None
-
-
-def test_kept_candidates_are_patched_with_the_changed_items() -> None:
-    from datetime import datetime, timezone
-
-    from mongostore.core.vectors import VectorCache
-
-    cache = VectorCache(2)
-    now = datetime.now(timezone.utc)
-    for name, vec in (("a", [1.0, 0.0]), ("b", [0.0, 1.0]), ("c", [0.6, 0.8])):
-        cache.add(name, "text", f"h{name}", vec)
-    items = [{"_id": n, "vectors": [f"h{n}"], "updated_at": now} for n in "ab"]
-    unscored = {"_id": "u", "updated_at": now}
-    cands = cache.candidates([*items, unscored])
-    cache.remember("key", (1, 1), cands, [unscored], None)
-    # b changed (now out of the filter), c arrived, u lost its place
-    fresh = cache.candidates([{"_id": "c", "vectors": ["hc"], "updated_at": now}])
-    got = cache.patch("key", 1, (5, 1), ["b", "c", "u"], fresh, None)
-    assert got is not None
-    patched, leftover = got
-    assert leftover == []
-    assert [iid for iid, _, _ in cache.rank([0.0, 1.0], patched, "cosine", 10)] == ["c", "a"]
-    again = cache.recall("key", (5, []), (1, []), now)
-    assert again is not None and again.cands is not None
-    assert cache.patch("key", 1, (6, 1), [], fresh, None) is None  # patched since: not from version 1
-
-
 @pytest.mark.parametrize("seed", range(3))
-def test_kept_candidates_agree_with_a_cold_store_under_random_writes(seed: int) -> None:
+def test_warm_searches_agree_with_a_cold_store_under_random_writes(seed: int) -> None:
     """Random puts, re-puts, deletes and unindexed puts from two stores, each followed by
     searches with and without a filter: every answer equals a cold store's."""
     import random

@@ -68,42 +68,84 @@ def test_rank_fusion_sums_weight_over_60_plus_rank() -> None:
     assert len(out) == len(want)  # de-duplicated
 
 
+SORT = [{"$sort": {"_id": 1}}]
+
+
 @pytest.mark.parametrize(
-    ("spec", "message"),
+    ("spec", "code", "message"),
     [
-        ({"input": {"pipelines": {}}}, "at least one pipeline"),
-        ({"input": {"pipelines": {"$x": [{"$sort": {"_id": 1}}]}}}, "invalid input pipeline name"),
-        ({"input": {"pipelines": {"a.b": [{"$sort": {"_id": 1}}]}}}, "invalid input pipeline name"),
-        ({"input": {"pipelines": {"p": [{"$match": {}}]}}}, "must be ranked"),
-        ({"input": {"pipelines": {"p": [{"$sort": {"_id": 1}}, {"$project": {"a": 1}}]}}}, "selection pipeline"),
-        (
-            {"input": {"pipelines": {"p": [{"$sort": {"_id": 1}}, {"$rerank": {}}]}}},
-            r"selection pipeline; \$rerank",
-        ),
-        (
-            {"input": {"pipelines": {"p": [{"$sort": {"_id": 1}}]}}, "combination": {"weights": {"p": -1}}},
-            "non-negative",
-        ),
-        (
-            {"input": {"pipelines": {"p": [{"$sort": {"_id": 1}}]}}, "combination": {"weights": {"q": 1}}},
-            "unknown pipeline",
-        ),
+        ({"input": {"pipelines": {}}}, 2, "at least one pipeline"),
+        ({"input": {"pipelines": {"p": []}}}, 9834300, "cannot be empty"),
+        ({"input": {"pipelines": {"$x": SORT}}}, 16410, "naming rules"),
+        ({"input": {"pipelines": {"a.b": SORT}}}, 16410, "naming rules"),
+        ({"input": {"pipelines": {"p": [{"$rankFusion": {}}]}}}, 10473002, "nested hybrid search"),
+        ({"input": {"pipelines": {"p": [*SORT, {"$score": {}}]}}}, 10614800, r"\$score stage"),
+        ({"input": {"pipelines": {"p": [{"$match": {}}]}}}, 9191100, "did not begin with a ranked stage"),
+        ({"input": {"pipelines": {"p": [*SORT, {"$project": {"a": 1}}]}}}, 9191103, r"\$project is not a selection"),
+        ({"input": {"pipelines": {"p": [*SORT, {"$rerank": {}}]}}}, 9191103, r"\$rerank is not a selection"),
+        ({"input": {"pipelines": {"p": SORT}}, "combination": {"weights": {"p": -1}}}, 9460300, "non-negative"),
+        ({"input": {"pipelines": {"p": SORT}}, "combination": {"weights": {"p": 1, "q": 1}}}, 9460301, "more weights"),
+        ({"input": {"pipelines": {"p": SORT}}, "combination": {"weights": {"q": 1}}}, 9967500, "valid pipeline names"),
     ],
 )
-def test_rank_fusion_refuses_what_the_manual_refuses(spec: dict[str, Any], message: str) -> None:
-    with pytest.raises(OperationFailure, match=message):
+def test_rank_fusion_refuses_what_mongod_refuses_with_its_codes(spec: dict[str, Any], code: int, message: str) -> None:
+    """mongod's codes (issue 28): document_source_rank_fusion.cpp, hybrid_scoring_util.cpp."""
+    with pytest.raises(OperationFailure, match=message) as err:
         run(seeded(), [{"$rankFusion": spec}])
+    assert err.value.code == code
 
 
 def test_rank_fusion_must_come_first_and_can_be_missing() -> None:
     coll = seeded()
-    fusion = {"$rankFusion": {"input": {"pipelines": {"p": [{"$sort": {"_id": 1}}]}}}}
-    with pytest.raises(OperationFailure, match="first stage"):
+    fusion = {"$rankFusion": {"input": {"pipelines": {"p": SORT}}}}
+    with pytest.raises(OperationFailure, match="first stage") as first:
         run(coll, [search("apple"), fusion])
+    assert first.value.code == 10170100
+    native_state(coll.atlas).rank_fusion_flag_off = True  # built with the feature flag off
+    with pytest.raises(OperationFailure, match="feature flag") as flag:
+        run(coll, [fusion])
+    assert flag.value.code == 224
     native_state(coll.atlas).rank_fusion_enabled = False
     with pytest.raises(OperationFailure, match="Unrecognized pipeline stage name: '\\$rankFusion'") as err:
         run(coll, [fusion])
     assert err.value.code == 40324
+
+
+def test_rank_fusion_breaks_ties_by_id_ascending() -> None:
+    """mongod sorts the fused documents by {score: {$meta: "score"}, _id: 1}."""
+    coll = atlas_collection()
+    coll.insert_many([{"_id": i} for i in ("c", "a", "d", "b")])
+    # two pipelines in opposite orders: every document gets 1/(60+r) + 1/(60+5-r), pairs tie
+    pipelines = {"down": [{"$sort": {"_id": -1}}], "up": [{"$sort": {"_id": 1}}]}
+    fusion = {"$rankFusion": {"input": {"pipelines": pipelines}}}
+    got = run(coll, [fusion, {"$project": {"s": {"$meta": "score"}}}])
+    assert [d["_id"] for d in got] == ["a", "d", "b", "c"]  # a/d tie (ranks 1+4), b/c tie (2+3)
+    assert got[0]["s"] == pytest.approx(got[1]["s"]) and got[2]["s"] == pytest.approx(got[3]["s"])
+
+
+def test_auto_embed_fields_default_to_dot_product_refuse_voyage_code_4_and_cannot_change() -> None:
+    coll = seeded()  # index "auto": voyage-4, no similarity given
+    got = run(coll, [auto_vs("apple tart"), {"$project": {"s": {"$meta": "vectorSearchScore"}}}])
+    texts = dict(enumerate(TEXTS))
+    q = stand_in_embedding("voyage-4", "apple tart", 1024)
+    for d in got:  # dotProduct's (1 + dot) / 2, on the stand-in vectors
+        v = stand_in_embedding("voyage-4", texts[d["_id"]], 1024)
+        assert d["s"] == pytest.approx(max((1 + sum(a * b for a, b in zip(q, v, strict=True))) / 2, 0.0))
+    code4 = {"fields": [{"type": "autoEmbed", "modality": "text", "path": "text", "model": "voyage-code-4"}]}
+    with pytest.raises(OperationFailure, match="voyage-code-4"):
+        coll.create_search_index(SearchIndexModel(definition=code4, name="code4", type="vectorSearch"))
+    lite = {"fields": [{"type": "autoEmbed", "modality": "text", "path": "text", "model": "voyage-4-lite"}]}
+    with pytest.raises(OperationFailure, match="cannot update type:autoEmbed fields"):
+        coll.update_search_index("auto", lite)
+    plain = {"fields": [{"type": "vector", "path": "embedding", "numDimensions": 8, "similarity": "cosine"}]}
+    with pytest.raises(OperationFailure, match="cannot convert a type:autoEmbed to a type:vector"):
+        coll.update_search_index("auto", plain)
+    with_filter = {"fields": [*seeded_auto_fields(), {"type": "filter", "path": "tag"}]}
+    coll.update_search_index("auto", with_filter)  # filter fields may change
+
+
+def seeded_auto_fields() -> list[dict[str, Any]]:
+    return [{"type": "autoEmbed", "modality": "text", "path": "text", "model": "voyage-4"}]
 
 
 def test_search_scores_bm25_scopes_by_token_equals_and_checks_mappings() -> None:

@@ -22,7 +22,6 @@ from typing import IO, Any
 
 import bson
 import pytest
-from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.drivers.embedded import LocalCollection, LocalFile
@@ -188,8 +187,7 @@ async def test_the_async_store_drops_a_put_whose_save_failed(tmp_path: Path, dis
     await store.aput(NS, "k0", {"text": "I like pizza"})
     disk.fail_at = len(disk.calls) + 1  # the first write of the next save
     with pytest.raises(OSError, match="injected"):
-        # abatch: one transaction, one save (aput's queue does not go through abatch yet: issue 26 item 3)
-        await store.abatch([PutOp(NS, "new", {"text": "I play the cello"})])
+        await store.aput(NS, "new", {"text": "I play the cello"})
     disk.fail_at = None
     assert await store.aget(NS, "new") is None
     assert [i.key for i in await store.asearch(NS)] == ["k0"]

@@ -19,7 +19,9 @@ Scores (stated, and the same on every path):
   converted back from Atlas's normalised score as for client-side vectors;
 - hybrid: reciprocal rank fusion, ``sum(weight / (60 + rank))`` over the two rankings
   of the texts in scope (namespace prefix and pre-filterable filters), each cut at
-  ``depth``, ranks from 1; an item scores by its best text;
+  ``depth``, ranks from 1; an item scores by its best text. The lexical ranking is BM25
+  with statistics over every text of the vectors collection (Atlas Search's are index-wide);
+  ties in the fused order go by vector document ``_id``, as ``$rankFusion``'s;
 - reranked: the Voyage AI reranker's relevance score of the item's best text.
 """
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,8 +55,11 @@ __all__ = [
     "with_text",
 ]
 
-# The autoEmbed field type page lists these models and dimensions (docs/decisions.md).
-AUTO_EMBED_MODELS = ("voyage-4-lite", "voyage-4", "voyage-4-large", "voyage-code-4", "voyage-code-3")
+# The models of a vectorSearch index's autoEmbed field (the autoEmbed docs; mongot's
+# VoyageClient and search-index-schema autoEmbed.json). voyage-code-4 exists only for
+# $search's autoEmbed type, so a vectorSearch index refuses it (issue 28).
+AUTO_EMBED_MODELS = ("voyage-4", "voyage-4-large", "voyage-4-lite", "voyage-code-3")
+SEARCH_ONLY_MODELS = ("voyage-code-4",)
 AUTO_EMBED_DIMENSIONS = (256, 512, 1024, 2048)
 AUTO_EMBED_DEFAULT_DIMENSIONS = 1024
 # The $rerank page lists these models; numDocsToRerank must be <= 1000.
@@ -120,7 +125,11 @@ def _only_keys(spec: Mapping[str, Any], allowed: set[str], what: str) -> None:
 def auto_embed_settings(model: str, dims: int | None) -> AutoEmbedSettings:
     """``embed="atlas:<model>"`` (ValueError with what was wrong)."""
     if model not in AUTO_EMBED_MODELS:
-        raise ValueError(f"automated embedding model {model!r} is not one of {list(AUTO_EMBED_MODELS)}")
+        why = " (it is for $search indexes only)" if model in SEARCH_ONLY_MODELS else ""
+        raise ValueError(
+            f"automated embedding model {model!r} cannot embed for a vectorSearch index{why}; "
+            f"use one of {', '.join(AUTO_EMBED_MODELS)}"
+        )
     if dims is None:
         return AutoEmbedSettings(model)
     if dims not in AUTO_EMBED_DIMENSIONS:
@@ -307,8 +316,18 @@ def after_search(
     )
 
 
+def rerank_guard() -> dict[str, Any]:
+    """What goes before ``$rerank``: only documents that have a ``text`` string.
+
+    The ``$rerank`` page: "the query fails if a path field does not exist"; ``$match`` such
+    documents out or ``$set`` the field first. Vector documents written before a mode that
+    stores text was turned on have none until ``setup()`` gives them theirs (``plan.backfill``).
+    """
+    return {"$match": {TEXT_PATH: {"$type": "string"}}}
+
+
 def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:
-    """``$rerank`` on the vector documents' ``text`` (present on every one of them)."""
+    """``$rerank`` on the vector documents' ``text`` (after ``rerank_guard``)."""
     return {"$rerank": {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": num_docs, "model": model}}
 
 
@@ -332,18 +351,22 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def lexical_scores(query: str, texts: Sequence[str]) -> list[float]:
+def lexical_scores(query: str, texts: Sequence[str], corpus: Iterable[str] | None = None) -> list[float]:
     """BM25 (Lucene's k1 = 1.2, b = 0.75) of each text for the query's terms; 0 = no match.
 
-    Statistics come from ``texts`` themselves (the texts in the search's scope).
+    As Atlas Search scores (the "Return the Score Details" page), the statistics (N, the
+    document frequencies, the average length) come from the whole index: ``corpus``, every
+    text of the vectors collection, in scope or not. Only ``texts`` (those in scope) are
+    scored. Without ``corpus`` the texts are the corpus (a search whose scope is everything).
     """
     docs = [tokens(t) for t in texts]
     terms = set(tokens(query))
     if not docs or not terms:
         return [0.0] * len(docs)
-    n = len(docs)
-    avg = sum(len(d) for d in docs) / n or 1.0
-    df = {t: sum(1 for d in docs if t in d) for t in terms}
+    n, total, df = _statistics(docs if corpus is None else (tokens(t) for t in corpus), terms)
+    if n == 0:
+        return [0.0] * len(docs)
+    avg = total / n or 1.0
     out = []
     for d in docs:
         score = 0.0
@@ -354,6 +377,18 @@ def lexical_scores(query: str, texts: Sequence[str]) -> list[float]:
                 score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * len(d) / avg))
         out.append(score)
     return out
+
+
+def _statistics(corpus: Iterable[list[str]], terms: set[str]) -> tuple[int, int, dict[str, int]]:
+    """(documents, total length, document frequency of each term) of a tokenized corpus."""
+    n = total = 0
+    df = dict.fromkeys(terms, 0)
+    for doc in corpus:
+        n += 1
+        total += len(doc)
+        for t in terms.intersection(doc):
+            df[t] += 1
+    return n, total, df
 
 
 def _ranking(keys: Sequence[str], scores: Sequence[float], depth: int, positive_only: bool) -> list[str]:

@@ -17,6 +17,7 @@ Which path runs:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Generator, Sequence
@@ -31,7 +32,6 @@ from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION
-from mongostore.core.kept import newest_first
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -42,6 +42,7 @@ from mongostore.core.steps import (
     Step,
     UpdateSearchIndex,
 )
+from mongostore.core.vectors import newest_first
 from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")
@@ -52,7 +53,23 @@ MAX_CANDIDATES = 10_000
 RANK_FUSION_VERSION = (8, 0)
 RERANK_VERSION = (8, 3)
 
-__all__ = ["first_reads", "needs_atlas", "path_for", "search_plan", "setup_checks", "uses_modes"]
+# A stage the server does not know (40324), a stage behind a disabled feature flag (224
+# QueryFeatureNotAllowed: $rankFusion on builds with featureFlagRankFusion off), or an
+# uncoded refusal from a server that only speaks the protocol.
+UNRECOGNIZED_STAGE = 40324
+QUERY_FEATURE_NOT_ALLOWED = 224
+_REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned about once per process
+
+__all__ = [
+    "NoRankFusion",
+    "first_reads",
+    "needs_atlas",
+    "path_for",
+    "refused_stage",
+    "search_plan",
+    "setup_checks",
+    "uses_modes",
+]
 
 
 def uses_modes(index: IndexSettings | None) -> bool:
@@ -86,14 +103,24 @@ def needs_atlas(index: IndexSettings, detail: str) -> ConfigurationError | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class NoRankFusion(Capabilities):
+    """The server has ``$vectorSearch`` but refused ``$rankFusion`` (``refused_stage``):
+    hybrid searches of this batch fuse locally; plain vector search stays on."""
+
+
+def _has_rank_fusion(caps: Capabilities) -> bool:
+    return not isinstance(caps, NoRankFusion) and _at_least(caps, RANK_FUSION_VERSION)
+
+
 def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
     """``atlas`` or ``local`` for a search of this index; raises for Atlas-only modes."""
     if use_atlas:
-        if index.hybrid is not None and not _at_least(caps, RANK_FUSION_VERSION):
+        if index.hybrid is not None and not _has_rank_fusion(caps):
             if index.auto_embed is not None or index.rerank is not None:
                 raise ConfigurationError(
                     f"index['hybrid'] with automated embedding or reranking needs $rankFusion (MongoDB 8.0+); "
-                    f"this server is {caps.server_version}"
+                    f"this server is {caps.server_version} ({caps.detail})"
                 )
             return "local"
         return "atlas"
@@ -101,6 +128,36 @@ def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
     if err is not None:
         raise err
     return "local"
+
+
+def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) -> Capabilities | None:
+    """A search read failed: was it the server refusing ``$rerank`` or ``$rankFusion``?
+
+    Read narrowly (issue 28): only an unknown stage (40324), a feature-flagged one (224) or an
+    uncoded refusal, naming the stage (224 is ``$rankFusion``'s answer on builds with the flag
+    off). ``$rankFusion`` refused: returns the capabilities for this batch, hybrid searches
+    fusing locally as below 8.0. ``$rerank`` refused: raises the ``ConfigurationError`` that
+    names ``$rerank``. Neither switches off ``$vectorSearch``. None: not such a refusal (the
+    caller reads it as for any search, e.g. "no search at all" -> rank locally).
+    """
+    if not isinstance(exc, OperationFailure) or exc.code not in (UNRECOGNIZED_STAGE, QUERY_FEATURE_NOT_ALLOWED, None):
+        return None
+    message = str((exc.details or {}).get("errmsg") or exc)
+    if index.rerank is not None and "$rerank" in message:
+        raise ConfigurationError(
+            f"reranking (index['rerank'], $rerank with {index.rerank.model}): the server refused $rerank "
+            f"({message}). $rerank needs MongoDB Atlas 8.3+ with Native Reranking enabled in the Atlas project "
+            "(setup() cannot see that setting); remove index['rerank'] to search without reranking"
+        ) from exc
+    if index.hybrid is not None and ("$rankFusion" in message or exc.code == QUERY_FEATURE_NOT_ALLOWED):
+        # Not remembered between batches (each hybrid search asks once): say it once per answer.
+        log = logger.debug if message in _REFUSALS_LOGGED else logger.warning
+        _REFUSALS_LOGGED.add(message)
+        log("the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message)
+        fields = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps)}
+        fields["detail"] = f"$rankFusion refused: {message}"
+        return NoRankFusion(**fields)
+    return None
 
 
 # --------------------------------------------------------------------------- reads
@@ -149,6 +206,9 @@ def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, 
             )
         ]
     if index.rerank is not None:
+        # $rerank fails the query when a candidate lacks `path` (the $rerank page): a vector
+        # document written before reranking was on has no text until setup() backfills it.
+        stages.append(r.rerank_guard())
         stages.append(r.rerank_stage(query, index.rerank.model, index.rerank.candidates))
     score = {"$meta": "vectorSearchScore"} if index.hybrid is None and index.rerank is None else {"$meta": "score"}
     return stages + r.after_search(
@@ -228,6 +288,15 @@ def search_plan(
     return page
 
 
+CORPUS_BATCH = 100_000
+
+
+def first_scope_is_narrow(op: Any, index: IndexSettings) -> bool:
+    """Whether a local hybrid search's texts in scope may be fewer than the whole corpus."""
+    pre, _ = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    return bool(pre)
+
+
 def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any, first: list[Any]) -> Plan:
     """The exact local fusion: both rankings over the texts in scope, RRF, best per item."""
     assert index.hybrid is not None and query_vector is not None
@@ -235,7 +304,17 @@ def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any,
     keys = [str(v["_id"]) for v in vecs]
     matrix = _vectors.as_matrix([v["embedding"] for v in vecs], index.dims)
     vector_scores = _vectors.similarities(query_vector, matrix, index.similarity).tolist()
-    text_scores = r.lexical_scores(str(op.query), [str(v.get("text") or "") for v in vecs])
+    # The texts in scope are the whole corpus when the scope is everything (documents
+    # without a text are not in a $search index).
+    corpus = [v[r.TEXT_PATH] for v in vecs if isinstance(v.get(r.TEXT_PATH), str)]
+    if first_scope_is_narrow(op, index):
+        # Atlas Search counts BM25's statistics over its whole index (every text of the
+        # vectors collection), not over the scope: read them all, score only those in scope.
+        docs = yield Find(
+            "vectors", {r.TEXT_PATH: {"$exists": True}}, {"_id": 0, r.TEXT_PATH: 1}, batch_size=CORPUS_BATCH
+        )
+        corpus = [d[r.TEXT_PATH] for d in docs if isinstance(d.get(r.TEXT_PATH), str)]
+    text_scores = r.lexical_scores(str(op.query), [str(v.get("text") or "") for v in vecs], corpus)
     fused = r.local_fusion(keys, vector_scores, text_scores, index.hybrid)
     valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}
     best: dict[str, float] = {}
@@ -273,6 +352,16 @@ def setup_checks(index: IndexSettings, caps: Capabilities) -> None:
         raise ConfigurationError(
             f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is {caps.server_version}"
         )
+    if index.rerank is not None:
+        # What setup() can check is above (search commands, the version when it is known); it
+        # cannot see the Atlas project's Native Reranking setting, nor tell Atlas from a
+        # self-managed 8.3 (which has no $rerank): the first reranked search reports either.
+        logger.info(
+            "reranking with %s: this server has search (MongoDB %s); whether $rerank runs (Atlas with Native "
+            "Reranking enabled in the project) is not visible to setup(): the first reranked search reports it",
+            index.rerank.model,
+            caps.server_version,
+        )
 
 
 def create_vector_index(name: str, definition: dict[str, Any], index: IndexSettings) -> Plan:
@@ -286,6 +375,34 @@ def create_vector_index(name: str, definition: dict[str, Any], index: IndexSetti
             f"automated embedding (autoEmbed, model {index.auto_embed.model}) is not available on this server: "
             f"{exc}. It needs MongoDB Atlas, or MongoDB 8.3+ with mongot and Voyage AI keys"
         ) from exc
+
+
+def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any]) -> VectorIndexError | None:
+    """The error for an update that would change an automated-embedding field (None: it may run).
+
+    mongot refuses, on Atlas and everywhere else, to update ``autoEmbed`` fields or to turn
+    them into ``vector`` fields (``AutoEmbeddingIndexValidator``); filter fields may change.
+    So say so before asking, and how to get the wanted definition.
+    """
+
+    def auto(defn: dict[str, Any]) -> list[Any]:
+        return [f for f in defn.get("fields") or () if isinstance(f, dict) and f.get("type") == "autoEmbed"]
+
+    before, after = auto(existing), auto(wanted)
+    if not before:
+        return None  # a vector index may become an automated-embedding one: the server says if not
+    same = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in before] == [
+        (f.get("path"), f.get("model"), f.get("numDimensions")) for f in after
+    ]
+    if same:
+        return None
+    return VectorIndexError(
+        f"vector search index {name!r} would have to change its automated embedding (autoEmbed) field "
+        f"({before or 'none'} -> {after or 'none'}); MongoDB never updates autoEmbed fields in place, on Atlas "
+        f"or anywhere else: drop the index and let setup() create it again "
+        f"(vectors_collection.drop_search_index({name!r}), then store.setup(); searches fail until it is built), "
+        "or set index_name to a new name to build the new index next to the old one"
+    )
 
 
 def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:

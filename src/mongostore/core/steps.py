@@ -14,8 +14,6 @@ from mongostore.core.queries import IndexSpec, Role, WriteRequest
 
 __all__ = [
     "Aggregate",
-    "Attempt",
-    "Attempted",
     "Capabilities",
     "Count",
     "CreateIndexes",
@@ -33,7 +31,6 @@ __all__ = [
     "Sleep",
     "Step",
     "UpdateSearchIndex",
-    "Version",
     "Write",
     "WriteOutcome",
 ]
@@ -101,23 +98,6 @@ class Parallel:
     """Independent steps; the async driver runs them concurrently -> list of answers."""
 
     steps: tuple[Step, ...]
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """Run ``step``; its exception comes back as a value -> ``Attempted``.
-
-    For steps sent together in one ``Parallel`` whose outcomes must each be known:
-    a read that fails must not hide whether the write beside it landed.
-    """
-
-    step: Step
-
-
-@dataclass(frozen=True)
-class Attempted:
-    value: Any = None
-    error: Exception | None = None
 
 
 @dataclass(frozen=True)
@@ -221,23 +201,8 @@ class Sleep:
     seconds: float
 
 
-@dataclass(frozen=True)
-class Version:
-    """The collection's write state -> ``(version, changes)``, or None when the driver cannot
-    tell (a real server; no I/O there).
-
-    ``version`` is an int that changes whenever one of the collection's documents does;
-    ``changes`` lists ``(version, _id)`` of the documents changed after version ``since``,
-    or is None (``since`` not given, or too old to tell).
-    """
-
-    role: Role
-    since: int | None = None
-
-
 Step = (
-    Attempt
-    | Find
+    Find
     | Aggregate
     | Count
     | Write
@@ -254,5 +219,4 @@ Step = (
     | CreateSearchIndex
     | UpdateSearchIndex
     | Sleep
-    | Version
 )

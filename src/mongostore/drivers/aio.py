@@ -9,21 +9,20 @@ is one entry of ``HANDLERS``, the twin of ``drivers.sync.HANDLERS``. No thread p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 
 from mongostore.config import VectorSearchMode
-from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
+from mongostore.core.plan import Plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
     Aggregate,
-    Attempt,
-    Attempted,
     Capabilities,
     Count,
     CreateIndexes,
@@ -41,30 +40,45 @@ from mongostore.core.steps import (
     Sleep,
     Step,
     UpdateSearchIndex,
-    Version,
     Write,
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_state
+from mongostore.drivers.backend import Backend
 
 T = TypeVar("T")
 
 
 async def run_async(plan: Plan, io: AsyncIO) -> Any:
-    """Drive a plan to completion with asyncio I/O; ``Parallel`` steps run concurrently."""
+    """Drive a plan to completion with asyncio I/O, inside one unit of work of the backend;
+    ``Parallel`` steps run concurrently."""
+    aunit = io.backend.aunit
+    async with aunit() if aunit is not None else _held(io.backend.unit):
+        try:
+            step = next(plan)
+            while True:
+                try:
+                    answer = await io.execute(step)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(answer)
+        except StopIteration as stop:
+            return stop.value
+
+
+@contextlib.asynccontextmanager
+async def _held(unit: Callable[[], AbstractContextManager[Any]]) -> AsyncIterator[None]:
+    with unit():
+        yield
+
+
+def _is_motor(client: Any) -> bool:
     try:
-        step = next(plan)
-        while True:
-            try:
-                answer = await io.execute(step)
-            except Exception as exc:
-                step = plan.throw(exc)
-            else:
-                step = plan.send(answer)
-    except StopIteration as stop:
-        return stop.value
+        from motor.motor_asyncio import AsyncIOMotorClient
+    except ImportError:
+        return False
+    return isinstance(client, AsyncIOMotorClient)
 
 
 async def _maybe_await(value: Awaitable[T] | T) -> T:
@@ -78,26 +92,19 @@ async def _to_list(cursor: Any) -> list[Any]:
     return list(await cursor.to_list(length=None))
 
 
-class AsyncIO:
-    """Runs steps against pymongo ``AsyncCollection`` s or Motor collections."""
+class AsyncIO(shared.IOBase):
+    """Runs steps against pymongo ``AsyncCollection`` s or Motor; remembers the server's capabilities."""
 
-    def __init__(self, items: Any, vectors: Any | None, embeddings: Embeddings | None, mode: VectorSearchMode = "auto"):
-        self.items = items
-        self.vectors = vectors
-        self.embeddings = embeddings
-        self.mode = mode
-        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
-        self.caps: Capabilities | None = None  # plus the search state: what searches need
-        self.recheck_seconds = shared.RECHECK_SECONDS
-        self._checked_at = 0.0
+    def __init__(
+        self,
+        items: Any,
+        vectors: Any | None,
+        embeddings: Embeddings | None,
+        mode: VectorSearchMode = "auto",
+        backend: Backend | None = None,
+    ) -> None:
+        super().__init__(items, vectors, embeddings, mode, backend)
         self._probe_lock: asyncio.Lock | None = None
-
-    def coll(self, role: Role) -> Any:
-        if role == "vectors":
-            if self.vectors is None:
-                raise shared.no_vectors_error()
-            return self.vectors
-        return self.items
 
     def _lock(self) -> asyncio.Lock:
         if self._probe_lock is None:
@@ -111,33 +118,21 @@ class AsyncIO:
             if self.server is None:
                 client = self.items.database.client
                 # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
-                has_bulk = callable(getattr(client, "bulk_write", None)) and not type(client).__module__.startswith(
-                    "motor"
-                )
-                plan = server_probe_plan(
-                    fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
-                )
-                self.server = await run_async(plan, self)
+                has_bulk = callable(getattr(client, "bulk_write", None)) and not _is_motor(client)
+                self.server = await run_async(self.server_plan(has_bulk), self)
         return self.server
 
     async def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
-        if not shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
-            assert self.caps is not None
-            return self.caps
-        server = await self.server_info()
-        async with self._lock():
-            if shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
-                has_vectors = self.vectors is not None
-                plan = search_probe_plan(
-                    server, has_vectors=has_vectors, mode=self.mode, index_name=index_name, previous=self.caps
-                )
-                self.caps, self._checked_at = await run_async(plan, self), time.monotonic()
+        if self.probe_due(refresh):
+            server = await self.server_info()
+            async with self._lock():
+                if self.probe_due(refresh):
+                    self.note_caps(await run_async(self.search_plan(server, index_name), self))
         assert self.caps is not None
         return self.caps
 
     async def disable_vector_search(self, step: DisableVectorSearch) -> None:
-        base = self.caps or await self.server_info()
-        self.caps, self._checked_at = shared.disabled(base, step), time.monotonic()
+        self.note_disabled(self.caps or await self.server_info(), step)
 
     async def write(self, step: Write) -> WriteOutcome:
         caps = await self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
@@ -184,13 +179,6 @@ async def _all(aws: Iterable[Awaitable[Any]]) -> list[Any]:
     return list(await asyncio.gather(*pending))
 
 
-async def _attempt(io: AsyncIO, step: Attempt) -> Attempted:
-    try:
-        return Attempted(await io.execute(step.step))
-    except Exception as exc:
-        return Attempted(error=exc)
-
-
 async def _embed(io: AsyncIO, step: Embed) -> list[list[float]]:
     assert io.embeddings is not None
     return await io.embeddings.aembed_documents(list(step.texts))
@@ -220,17 +208,12 @@ async def _sleep(io: AsyncIO, step: Sleep) -> None:
     await asyncio.sleep(step.seconds)
 
 
-async def _version(io: AsyncIO, step: Version) -> Any:
-    return write_state(io.coll(step.role), step.since)
-
-
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
-    Attempt: _attempt,
     Write: lambda io, s: io.write(s),
     Embed: _embed,
     Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
@@ -245,6 +228,5 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
-    Version: _version,
 }
 """How ``AsyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

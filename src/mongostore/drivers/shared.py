@@ -13,18 +13,76 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from langchain_core.embeddings import Embeddings
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 from pymongo.operations import SearchIndexModel
 
+from mongostore.config import VectorSearchMode
+from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
 from mongostore.core.queries import IndexSpec, Role, WriteRequest
 from mongostore.core.steps import Aggregate, Capabilities, CreateSearchIndex, DisableVectorSearch, Find
+from mongostore.drivers.backend import Backend, backend_for
 
 H = TypeVar("H", bound=Callable[..., Any])
 
 # While the vector index is missing or building, ask again this often (seconds).
 RECHECK_SECONDS = 30.0
 NAMESPACE_EXISTS = 48
+
+
+class IOBase:
+    """What both drivers' I/O objects hold, and their capability bookkeeping (no I/O here).
+
+    ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state,
+    what searches need, asked again every ``recheck_seconds`` while the index is missing
+    or building.
+    """
+
+    def __init__(
+        self,
+        items: Any,
+        vectors: Any | None,
+        embeddings: Embeddings | None,
+        mode: VectorSearchMode = "auto",
+        backend: Backend | None = None,
+    ) -> None:
+        self.backend = backend if backend is not None else backend_for(items)
+        self.items = items
+        self.vectors = vectors
+        self.embeddings = embeddings
+        self.mode = mode
+        self.server: Capabilities | None = None
+        self.caps: Capabilities | None = None
+        self.recheck_seconds = RECHECK_SECONDS
+        self._checked_at = 0.0
+
+    def coll(self, role: Role) -> Any:
+        if role == "vectors":
+            if self.vectors is None:
+                raise no_vectors_error()
+            return self.vectors
+        return self.items
+
+    def server_plan(self, has_client_bulk: bool) -> Plan:
+        return server_probe_plan(
+            fake=self.backend.emulated, has_client_bulk=has_client_bulk, local=self.backend.local_file
+        )
+
+    def search_plan(self, server: Capabilities, index_name: str) -> Plan:
+        return search_probe_plan(
+            server, has_vectors=self.vectors is not None, mode=self.mode, index_name=index_name, previous=self.caps
+        )
+
+    def probe_due(self, refresh: bool) -> bool:
+        return due(self.caps, self._checked_at, self.recheck_seconds, refresh)
+
+    def note_caps(self, caps: Capabilities) -> Capabilities:
+        self.caps, self._checked_at = caps, time.monotonic()
+        return caps
+
+    def note_disabled(self, base: Capabilities, step: DisableVectorSearch) -> None:
+        self.note_caps(disabled(base, step))
 
 
 def handler_for(table: Mapping[type[Any], H], step: object) -> H:

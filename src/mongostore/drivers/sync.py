@@ -19,12 +19,10 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 
 from mongostore.config import VectorSearchMode
-from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
+from mongostore.core.plan import Plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
     Aggregate,
-    Attempt,
-    Attempted,
     Capabilities,
     Count,
     CreateIndexes,
@@ -42,31 +40,30 @@ from mongostore.core.steps import (
     Sleep,
     Step,
     UpdateSearchIndex,
-    Version,
     Write,
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.mongomock_compat import is_fake, is_local_file
-from mongostore.drivers.mongomock_compat.versions import write_state
+from mongostore.drivers.backend import Backend
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
-    """Drive a plan to completion with blocking I/O."""
-    try:
-        step = next(plan)
-        while True:
-            try:
-                answer = io.execute(step)
-            except Exception as exc:
-                step = plan.throw(exc)
-            else:
-                step = plan.send(answer)
-    except StopIteration as stop:
-        return stop.value
+    """Drive a plan to completion with blocking I/O, inside one unit of work of the backend."""
+    with io.backend.unit():
+        try:
+            step = next(plan)
+            while True:
+                try:
+                    answer = io.execute(step)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                else:
+                    step = plan.send(answer)
+        except StopIteration as stop:
+            return stop.value
 
 
-class SyncIO:
+class SyncIO(shared.IOBase):
     """Runs steps against pymongo ``Collection`` s; remembers the server's capabilities."""
 
     def __init__(
@@ -75,23 +72,10 @@ class SyncIO:
         vectors: Collection[Any] | None,
         embeddings: Embeddings | None,
         mode: VectorSearchMode = "auto",
+        backend: Backend | None = None,
     ) -> None:
-        self.items = items
-        self.vectors = vectors
-        self.embeddings = embeddings
-        self.mode = mode
-        self.server: Capabilities | None = None  # hello/buildInfo only: what writes need
-        self.caps: Capabilities | None = None  # plus the search state: what searches need
-        self.recheck_seconds = shared.RECHECK_SECONDS
-        self._checked_at = 0.0
+        super().__init__(items, vectors, embeddings, mode, backend)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-
-    def coll(self, role: Role) -> Any:
-        if role == "vectors":
-            if self.vectors is None:
-                raise shared.no_vectors_error()
-            return self.vectors
-        return self.items
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
@@ -100,27 +84,19 @@ class SyncIO:
 
     def server_info(self) -> Capabilities:
         if self.server is None:
-            has_bulk = callable(getattr(self.items.database.client, "bulk_write", None))
-            self.server = run_sync(server_probe_plan(
-                fake=is_fake(self.items), has_client_bulk=has_bulk, local=is_local_file(self.items)
-            ), self)
+            self.server = run_sync(
+                self.server_plan(callable(getattr(self.items.database.client, "bulk_write", None))), self
+            )
         return self.server
 
     def probe(self, index_name: str = "", refresh: bool = False) -> Capabilities:
-        if shared.due(self.caps, self._checked_at, self.recheck_seconds, refresh):
-            plan = search_probe_plan(
-                self.server_info(),
-                has_vectors=self.vectors is not None,
-                mode=self.mode,
-                index_name=index_name,
-                previous=self.caps,
-            )
-            self.caps, self._checked_at = run_sync(plan, self), time.monotonic()
+        if self.probe_due(refresh):
+            self.note_caps(run_sync(self.search_plan(self.server_info(), index_name), self))
         assert self.caps is not None
         return self.caps
 
     def disable_vector_search(self, step: DisableVectorSearch) -> None:
-        self.caps, self._checked_at = shared.disabled(self.caps or self.server_info(), step), time.monotonic()
+        self.note_disabled(self.caps or self.server_info(), step)
 
     def write(self, step: Write) -> WriteOutcome:
         caps = self.server_info() if len({r.role for r in step.requests}) > 1 else self.server
@@ -142,7 +118,7 @@ class SyncIO:
                 return shared.bulk_errors(exc, indexes), 0, 0
             return [], shared.deleted(res) if role == "items" else 0, shared.matched(res)
 
-        if len(groups) > 1 and not is_fake(self.items):
+        if len(groups) > 1 and self.backend.threads:
             done = list(self._pool().map(bulk, groups))
         else:
             done = [bulk(g) for g in groups]
@@ -158,17 +134,10 @@ class SyncIO:
 
 
 def _parallel(io: SyncIO, step: Parallel) -> list[Any]:
-    if len(step.steps) < 2 or is_fake(io.items):
+    if len(step.steps) < 2 or not io.backend.threads:
         return [io.execute(s) for s in step.steps]
     # pymongo is thread-safe: independent reads overlap their round trips.
     return list(io._pool().map(io.execute, step.steps))
-
-
-def _attempt(io: SyncIO, step: Attempt) -> Attempted:
-    try:
-        return Attempted(io.execute(step.step))
-    except Exception as exc:
-        return Attempted(error=exc)
 
 
 def _embed(io: SyncIO, step: Embed) -> list[list[float]]:
@@ -200,7 +169,6 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     Find: lambda io, s: list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
     Parallel: _parallel,
-    Attempt: _attempt,
     Write: lambda io, s: io.write(s),
     Embed: _embed,
     Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
@@ -215,6 +183,5 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     Sleep: _sleep,
-    Version: lambda io, s: write_state(io.coll(s.role), s.since),
 }
 """How ``SyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

@@ -6,8 +6,7 @@ of its own that yields the steps it needs and leaves its answers in the ``BatchS
 1. ``validate_phase``: every op checked and grouped, puts deduped (last wins); no I/O.
 2. ``query_phase``: the search path (``Probe``) and the queries' vectors (one ``Embed``).
 3. ``read_phase``: every read in one ``Parallel`` step, semantic searches included (so
-   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local;
-   local searches whose candidates have not changed since an earlier search read none.
+   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local.
 4. ``answer_phase``: the reads' answers become results (or first pages of semantic searches).
 5. ``embed_phase``: the puts' new texts, one ``Embed`` call (sizes checked first).
 6. ``rank_phase``: the semantic searches ranked and paged (local or Atlas).
@@ -27,15 +26,14 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval_plan as modes
 from mongostore.core.codec import doc_to_search_item, extract_texts, item_id, text_hash
-from mongostore.core.plan import one_trip
 from mongostore.core.plan.batch_reads import answer_phase, batch_reads
-from mongostore.core.plan.batch_writes import learn_hashes, put_requests, record, refresh_requests, write_phase
+from mongostore.core.plan.batch_writes import write_phase
 from mongostore.core.plan.context import Plan, PlanContext, embed_texts
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
-from mongostore.core.plan.search import atlas_search_plan, candidates_key, local_search_plan
+from mongostore.core.plan.search import atlas_search_plan, local_search_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
-from mongostore.core.steps import Attempt, Attempted, DisableVectorSearch, Parallel, Probe, Version, Write, WriteOutcome
+from mongostore.core.steps import DisableVectorSearch, Parallel, Probe
 from mongostore.errors import VectorIndexError
 
 logger = logging.getLogger("mongostore")
@@ -51,9 +49,6 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
-    if one_trip.eligible(state):
-        one: BatchOutcome = yield from one_trip_plan(state)
-        return one
     yield from query_phase(state)
     answers = yield from read_phase(state)
     yield from answer_phase(state, answers)
@@ -61,81 +56,6 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     yield from rank_phase(state)
     outcome: BatchOutcome = yield from write_phase(state)
     return outcome
-
-
-def one_trip_plan(state: BatchState) -> Plan:
-    """The batch in one round trip: its reads and writes sent at once (``one_trip.eligible``).
-
-    The queries and the puts' changed texts are embedded first, in one call. Each of
-    the reads, the write and the conditional retags (``one_trip``) is an ``Attempt``, so
-    a failed read cannot hide whether the write beside it landed: the reads' callers get
-    the read's error, the puts' callers their write's. ``$vectorSearch`` refusing falls
-    back to local ranking and reads again, as in ``read_phase``.
-    """
-    yield from query_phase(state, with_puts=True)
-    yield from _recall_candidates(state)
-    reads = batch_reads(state)
-    write_now = state.ctx.clock()
-    requests: list[q.WriteRequest] = []
-    checks: list[q.WriteRequest] = []
-    cached = put_requests(state, write_now, requests, checks)
-    steps = [Attempt(Write(tuple(requests)))]
-    if checks:
-        steps.append(Attempt(Write(tuple(checks))))
-    if reads:
-        steps.append(Attempt(Parallel(tuple(reads))))
-    done: list[Attempted] = list((yield Parallel(tuple(steps))))
-    outcome = BatchOutcome(state.results)
-    if done[0].error is not None:
-        outcome.write_error = done[0].error
-        learn_hashes(state, outcome)
-    else:
-        record(state, outcome, requests, done[0].value, cached)
-    if checks and (done[1].error is not None or done[1].value.matched < len(checks)):
-        try:
-            yield from one_trip.repair_plan(state, outcome, one_trip.checked_puts(state, checks), write_now)
-        except Exception as exc:  # (the embedder): those puts' values landed, their vectors did not
-            one_trip.vectors_failed(state, outcome, dict.fromkeys((r.item for r in checks), str(exc)))
-    if reads:
-        try:
-            answers = yield from _one_trip_answers(state, done[-1])
-            yield from answer_phase(state, answers)
-            yield from rank_phase(state)
-        except Exception as exc:
-            outcome.read_error = exc
-            return outcome
-        yield from _refresh_after(state, outcome)
-    return outcome
-
-
-def _refresh_after(state: BatchState, outcome: BatchOutcome) -> Plan:
-    """The TTL refreshes the reads asked for, known only from their answers: one more write,
-    only when a read returned an item with a TTL (a failed refresh concerns those reads only)."""
-    refreshes = refresh_requests(state, state.ctx.clock())
-    if not refreshes:
-        return None
-    outcome.refreshing = {p for iid in state.refresh for p in state.refreshers[iid]}
-    try:
-        written: WriteOutcome = yield Write(tuple(refreshes))
-    except Exception as exc:
-        outcome.refresh_error = exc
-        return None
-    for _, msg in written.errors:
-        logger.warning("a TTL refresh write failed: %s", msg)
-    return None
-
-
-def _one_trip_answers(state: BatchState, attempted: Attempted) -> Plan:
-    """The answers of the reads sent with the writes (last read first), or read again locally."""
-    if attempted.error is None:
-        answers = list(attempted.value)
-        answers.reverse()
-        return answers
-    if not state.use_atlas:
-        raise attempted.error
-    yield from _fall_back_to_local(state, attempted.error)
-    again: list[Any] = yield from read_phase(state)
-    return again
 
 
 def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
@@ -162,12 +82,10 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
     return state
 
 
-def query_phase(state: BatchState, with_puts: bool = False) -> Plan:
+def query_phase(state: BatchState) -> Plan:
     """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``).
 
     Queries are embedded first, in one call: their searches can then join the batch's other reads.
-    ``with_puts``: the puts' new texts go in the same call (their stored hashes are known
-    already: ``plan.one_trip``), so the writes can join the reads too.
     """
     semantic = state.semantic
     index = state.index
@@ -175,19 +93,17 @@ def query_phase(state: BatchState, with_puts: bool = False) -> Plan:
     if semantic:
         assert index is not None
         caps = yield Probe(index.index_name)
-        state.caps, state.use_atlas, state.fake = caps, caps.vector_search, caps.fake
+        state.caps, state.use_atlas = caps, caps.vector_search
         if modes.uses_modes(index):
             modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
         if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
             queries = tuple(str(s.op.query) for s in semantic)
-    new_texts = put_texts_to_embed(state) if with_puts else ()
-    if not queries and not new_texts:
+    if not queries:
         return None
     assert index is not None
-    vectors = yield from embed_texts(tuple(dict.fromkeys((*queries, *new_texts))), index)
-    for s in semantic if queries else ():
+    vectors = yield from embed_texts(tuple(dict.fromkeys(queries)), index)
+    for s in semantic:
         s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
-    state.packed = {text: q.float32_vector(vectors[text]) for text in new_texts}
     return None
 
 
@@ -197,7 +113,6 @@ def read_phase(state: BatchState) -> Plan:
     When ``$vectorSearch`` refuses (no search on this server, or an index still in its
     first build), the store ranks locally from then on and the reads are asked again.
     """
-    yield from _recall_candidates(state)
     while True:
         reads = batch_reads(state)
         try:
@@ -211,36 +126,15 @@ def read_phase(state: BatchState) -> Plan:
     return answers
 
 
-def _recall_candidates(state: BatchState) -> Plan:
-    """Local semantic searches whose candidates an earlier search kept: they read none when
-    nothing changed since, and only the changed items after a write.
-
-    The write states of both collections (``Version``: no I/O, and None on a server, where
-    every search reads its candidates), read before the candidates so that any write after
-    them makes what is kept stale (``VectorCache.recall``). Vectors count too: an item whose
-    listed vector was missing is unscored only until that vector lands.
-    """
-    cache = state.ctx.vector_cache
-    index = state.index
-    if cache is None or index is None or not state.fake or state.use_atlas or modes.uses_modes(index):
-        return None  # (only the mongomock family can tell its write versions)
-    local = [s for s in state.semantic if s.op.limit > 0]
-    if not local:
-        return None
-    keys = {s.pos: candidates_key(s.op) for s in local}
-    kept = [v for v in (cache.kept_since(k) for k in keys.values()) if v is not None]
-    items, vectors = yield Parallel((Version("items", min(kept) if kept else None), Version("vectors")))
-    version = None if items is None or vectors is None else (items[0], vectors[0])
-    for s in local:
-        s.version = version
-        s.recalled = cache.recall(keys[s.pos], items, vectors, state.ctx.expiry_cutoff)
-    return None
-
-
 def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
     assert index is not None
+    if modes.uses_modes(index) and state.caps is not None:  # a refused $rerank raises here
+        caps = modes.refused_stage(exc, index, state.caps)
+        if caps is not None:  # $rankFusion refused: fuse locally, $vectorSearch stays on
+            state.caps = caps
+            return
     if is_index_unavailable(exc):
         # The index is still in its first build (or failed it): mongot refuses queries.
         why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
@@ -250,7 +144,7 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
             ) from exc
         logger.warning("%s; ranking locally until it can", why)
         yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
-    elif is_no_search_error(exc, state.fake):
+    elif is_no_search_error(exc, state.caps.fake if state.caps else False):
         logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
         yield DisableVectorSearch(str(exc))
     else:
@@ -296,7 +190,7 @@ def rank_phase(state: BatchState) -> Plan:
     index, ctx = state.index, state.ctx
     for s in state.semantic:
         assert index is not None
-        first: Any = state.first_answers.get(s.pos)  # None: a local search that recalled its candidates
+        first: Any = state.first_answers.get(s.pos)
         if modes.uses_modes(index):
             assert state.caps is not None
             path = modes.path_for(index, state.caps, state.use_atlas)

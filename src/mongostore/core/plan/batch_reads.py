@@ -41,19 +41,16 @@ def batch_reads(state: BatchState) -> list[Step]:
         elif state.use_atlas:
             assert ctx.index is not None
             reads.append(Aggregate("vectors", atlas_pipeline(s, ctx.index, ctx, initial_k(s.op, ctx.index))))
-        elif s.recalled is None:
+        else:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
-            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors, compact=s.compact_reads))
-        elif s.recalled.cands is None:  # kept candidates: only the items changed since
-            changed = s.recalled.changed
-            reads.extend(local_candidate_reads(s.op, cutoff, False, only=changed, compact=s.compact_reads))
+            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
         pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
         reads.append(Aggregate("items", pipeline))
-    if ctx.index is not None and state.puts and not state.hashes_known:
+    if ctx.index is not None and state.puts:
         reads.append(
             Find(
                 "vectors",
@@ -73,7 +70,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> Plan:
     _answer_gets(state, answers)
     _answer_searches(state, answers)
     yield from _answer_listings(state, answers)
-    if state.index is not None and state.puts and not state.hashes_known:
+    if state.index is not None and state.puts:
         for doc in answers.pop():
             state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
     return None
@@ -106,7 +103,7 @@ def _answer_searches(state: BatchState, answers: list[Any]) -> None:
             state.first_answers[s.pos] = [answers.pop() for _ in range(n)]
         elif state.use_atlas:
             state.first_answers[s.pos] = answers.pop()
-        elif s.recalled is None or s.recalled.cands is None:
+        else:
             state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
 
 

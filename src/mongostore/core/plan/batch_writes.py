@@ -34,7 +34,6 @@ def write_phase(state: BatchState) -> Plan:
         written: WriteOutcome = yield Write(tuple(requests))
     except Exception as exc:
         outcome.write_error = exc
-        learn_hashes(state, outcome)
         return outcome
     record(state, outcome, requests, written, cached)
     return outcome
@@ -55,14 +54,10 @@ def refresh_requests(state: BatchState, write_now: datetime) -> list[q.WriteRequ
     return requests
 
 
-def put_requests(
-    state: BatchState, write_now: datetime, requests: list[q.WriteRequest], checks: list[q.WriteRequest] | None = None
-) -> Cached:
+def put_requests(state: BatchState, write_now: datetime, requests: list[q.WriteRequest]) -> Cached:
     """Append the puts' and deletes' vector writes, then their item writes, to ``requests``.
 
     Returns the new vectors to add to the store's vector cache once their writes land.
-    With ``checks`` (the stored hashes came from ``TextHashes``, not from a read), each
-    vector believed unchanged is retagged there on the condition that it holds its hash.
     """
     index, ctx = state.index, state.ctx
     put_list = state.put_list
@@ -79,7 +74,7 @@ def put_requests(
             requests.extend(r for r in reqs if r.role == "vectors")
             item_requests.extend(r for r in reqs if r.role == "items")
             continue
-        hashes = _vector_requests(state, p, now, requests, cached, checks) if index is not None else None
+        hashes = _vector_requests(state, p, now, requests, cached) if index is not None else None
         item_requests.append(q.put_item_request(p.namespace, p.key, p.value, now, p.ttl, hashes, p.id))
     requests.extend(item_requests)
     return cached
@@ -91,7 +86,6 @@ def _vector_requests(
     now: datetime,
     requests: list[q.WriteRequest],
     cached: Cached,
-    checks: list[q.WriteRequest] | None,
 ) -> list[str]:
     """Append one put's vector writes (new texts, pruned fields, retagged unchanged ones); return its hashes."""
     index = state.index
@@ -104,10 +98,7 @@ def _vector_requests(
     for fname, (text, h) in texts.items():
         hashes.append(h)
         if old.get(fname) == h:
-            if checks is None:
-                unchanged = True
-            else:
-                checks.append(q.check_vector_request(p.namespace, p.key, fname, h, filter_values, now, p.ttl, p.id))
+            unchanged = True
             continue
         if index.auto_embed is not None:
             req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl, p.id)
@@ -146,20 +137,3 @@ def record(
     # A put whose item write landed and only whose vector write failed: its value is
     # stored, listing hashes with no vectors (unscored until their next put re-embeds).
     outcome.stored = {t for t in outcome.failures if t not in item_failed and state.puts[t].value is not None}
-    learn_hashes(state, outcome)
-
-
-def learn_hashes(state: BatchState, outcome: BatchOutcome) -> None:
-    """The store's ``TextHashes`` learn what the batch's writes left stored; a failed one is forgotten."""
-    hashes = state.ctx.text_hashes
-    if hashes is None or state.index is None or not state.puts:
-        return
-    if outcome.write_error is not None:
-        hashes.forget(p.id for p in state.put_list)
-        return
-    hashes.forget(state.puts[t].id for t in outcome.failures)
-    hashes.learn(
-        (p.id, {f: h for f, (_, h) in state.put_texts.get(p.id, {}).items()})
-        for t, p in state.puts.items()
-        if t not in outcome.failures
-    )

@@ -9,7 +9,6 @@ from typing import Any
 
 from mongostore.config import IndexSettings, TTLSettings
 from mongostore.core import vectors as _vectors
-from mongostore.core.hashes import TextHashes
 from mongostore.core.steps import Embed, Step
 
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
@@ -42,11 +41,6 @@ class PlanContext:
     vectors_name: str = ""
     # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
     vector_cache: _vectors.VectorCache | None = None
-    # The stored vector hashes of the items this store last wrote (``core.hashes``); None: none kept.
-    text_hashes: TextHashes | None = None
-    # The ops came from calls with no order among them (the async store's coalesced calls):
-    # their reads need not see the state before their writes, so both may go at once.
-    unordered: bool = False
 
     @property
     def expiry_cutoff(self) -> datetime | None:

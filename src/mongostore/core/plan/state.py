@@ -40,15 +40,6 @@ class PendingSearch:
     semantic: bool
     query_vector: list[float] | None = None
     read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
-    version: Any = None  # local path: both collections' write versions, read before the candidates (None: unknown)
-    recalled: Any = None  # local path: what an earlier search kept (``VectorCache.recall``), or None
-
-    @property
-    def compact_reads(self) -> bool:
-        """Its candidates cross the wire (no write versions: a server, or a recording double),
-        so the server shapes them for decoding (``local_candidate_reads(compact=True)``); the
-        embedded engine, which tells its versions, reads the stored fields as they are."""
-        return self.version is None
 
 
 @dataclass
@@ -66,21 +57,14 @@ class BatchOutcome:
     stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
     write_error: Exception | None = None
     refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
-    read_error: Exception | None = None  # the reads failed after the writes were sent with them (one trip)
-    refresh_error: Exception | None = None  # the TTL refreshes, written after the one trip, failed
 
     def error_for(self, pos: int, op: Op) -> Exception | None:
         """The exception the caller of op ``pos`` must see, or None when its op succeeded.
 
         A write that failed as a whole concerns the puts and deletes, and the reads whose
         TTL refresh was part of it; a per-item rejection concerns that item's put only
-        (a failed refresh of one item is logged, as in the sync store). Reads that failed
-        beside writes that landed (``plan.one_trip``) concern the reads only.
+        (a failed refresh of one item is logged, as in the sync store).
         """
-        if self.read_error is not None and not isinstance(op, PutOp):
-            return self.read_error
-        if self.refresh_error is not None and pos in self.refreshing:
-            return self.refresh_error
         if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
             return self.write_error
         if not isinstance(op, PutOp):
@@ -91,9 +75,6 @@ class BatchOutcome:
         return None
 
     def raise_any(self) -> None:
-        for error in (self.read_error, self.refresh_error):
-            if error is not None:
-                raise error
         if self.write_error is not None:
             raise self.write_error
         if self.failures:
@@ -118,7 +99,6 @@ class BatchState:
     listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
     use_atlas: bool = False
-    fake: bool = False
     caps: Capabilities | None = None
     first_answers: dict[int, Any] = field(default_factory=dict)  # search pos -> local candidates or Atlas page
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
@@ -126,7 +106,6 @@ class BatchState:
     packed: dict[str, Any] = field(default_factory=dict)  # text -> its float32 BinData vector
     refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl
     refreshers: dict[str, list[int]] = field(default_factory=dict)  # item id -> positions of reads refreshing it
-    hashes_known: bool = False  # ``stored`` came from the store's TextHashes: no stored-hash read
 
     @property
     def index(self) -> IndexSettings | None:

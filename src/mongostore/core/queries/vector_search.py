@@ -23,29 +23,73 @@ def vector_prefilter(
     ``$regex``). Filter entries on declared filter fields whose operators
     ``$vectorSearch`` understands go into the pre-filter (on the vector documents'
     copy ``value.<field>``); everything else is applied to the joined items.
+
+    A nested filter field (``"metadata.available"``) is reached by a nested dict,
+    ``{"metadata": {"available": True}}``: its condition goes into the pre-filter too,
+    and the whole nested entry stays in the post-filter (containment also says what the
+    other keys and levels must be; the pre-filter is a necessary part of it).
     """
     pre: list[dict[str, Any]] = []
     if namespace_prefix:
         pre.append({"ns_prefixes": namespace_path(namespace_prefix)})
     post: dict[str, Any] = {}
+    nested_fields = [f for f in filter_fields if "." in f]
     for name, spec in (filter or {}).items():
         if name in filter_fields and _prefilterable(spec):
-            # Vector documents copy only scalar values of filter fields, so plain MQL
-            # equality here cannot match an array that merely contains the value.
-            ops = dict(spec) if isinstance(spec, Mapping) else {"$eq": spec}
-            pre.append({f"value.{name}": {op: list(v) if isinstance(v, tuple) else v for op, v in ops.items()}})
+            pre.append(_condition(name, spec))
         else:
             post[name] = spec
+            if nested_fields and name not in LOGICAL_OPS:
+                pre.extend(_nested_conditions(name, spec, nested_fields))
     pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
     return pre_filter, post
+
+
+def _condition(path: str, spec: Any) -> dict[str, Any]:
+    # Vector documents copy only scalar values of filter fields, so plain MQL
+    # equality here cannot match an array that merely contains the value.
+    ops = dict(spec) if isinstance(spec, Mapping) else {"$eq": spec}
+    return {f"value.{path}": {op: list(v) if isinstance(v, tuple) else v for op, v in ops.items()}}
+
+
+def _nested_conditions(path: str, spec: Any, nested_fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Pre-filter conditions of the nested filter fields under ``path`` in a containment dict."""
+    if not (isinstance(spec, Mapping) and spec) or any(isinstance(k, str) and k.startswith("$") for k in spec):
+        return []  # a leaf (or an operator dict) on a field that is not declared
+    out: list[dict[str, Any]] = []
+    for key, sub in spec.items():
+        sub_path = f"{path}.{key}"
+        if sub_path in nested_fields and _prefilterable(sub):
+            out.append(_condition(sub_path, sub))
+        elif any(f.startswith(sub_path + ".") for f in nested_fields):
+            out.extend(_nested_conditions(sub_path, sub, nested_fields))
+    return out
 
 
 FILTER_SCALARS = (str, int, float, bool, datetime)
 
 
 def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) -> dict[str, Any]:
-    """The scalar values of the declared filter fields, copied onto vector documents."""
-    return {f: value[f] for f in filter_fields if isinstance(value.get(f), FILTER_SCALARS)}
+    """The scalar values of the declared filter fields, copied onto vector documents.
+
+    A nested field (``"metadata.available"``) is copied at its place
+    (``{"metadata": {"available": ...}}``) when every level above it is a dict, as a
+    filter's containment reaches it; values inside arrays are never copied.
+    """
+    out: dict[str, Any] = {}
+    for f in filter_fields:
+        *parents, leaf = f.split(".")
+        node: Any = value
+        for part in parents:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        found = node.get(leaf) if isinstance(node, Mapping) else None
+        if not isinstance(found, FILTER_SCALARS):
+            continue
+        target = out
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = found
+    return out
 
 
 # mongot indexes filter strings up to this many characters (longer values are cut at

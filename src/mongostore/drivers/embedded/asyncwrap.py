@@ -155,22 +155,6 @@ class AsyncCollection:
     def find(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(self._collection.find(*args, **kwargs), self._runner)
 
-    def write_state(self, since: int | None = None) -> Any:
-        """The write state of the collection underneath (``mongomock_compat.versions``).
-
-        Synchronous, so on the loop: for the local store it is known only inside an
-        ``atransaction`` (the data loaded and locked for us, read without I/O); outside
-        one it is None, "cannot tell" (the caller reads what it needs, as on a server).
-        """
-        from mongostore.drivers.mongomock_compat.versions import write_state
-
-        if self._engine is None:
-            return write_state(self._collection, since)
-        client = self._engine.loaded_client
-        if client is None or not self._engine.in_atransaction():
-            return None
-        return write_state(client[self._engine.db_name][self.name], since)
-
     def aggregate(self, *args: Any, **kwargs: Any) -> AsyncCursor:
         return AsyncCursor(_Deferred(lambda: self._collection.aggregate(*args, **kwargs)), self._runner)
 

@@ -202,6 +202,7 @@ class LocalFile:
         #: The header token and the identity of the file whose data we hold (None: no file).
         self._held: tuple[str, _Signature] | None = None
         self._client: Any = None
+        self._standin: Any = None  # client_nowait's empty client, before the data is loaded
         self._swept = False  # stale temporary files removed (once per engine)
         self._async_open = 0  # atransactions entered (on the engine's thread) and not yet closed
         # The thread of async callers (started on first use, idle threads cost nothing).
@@ -231,7 +232,11 @@ class LocalFile:
         """The loaded mongomock client, else an empty one of the same kind: what the store's
         client is (its type), never what it holds. No I/O: safe on an event loop."""
         client = self._client
-        return client if client is not None else self._new_client()
+        if client is not None:
+            return client
+        if self._standin is None:
+            self._standin = self._new_client()
+        return self._standin
 
     @contextmanager
     def transaction(self, *, write: bool = False) -> Iterator[Any]:

@@ -150,14 +150,6 @@ class LocalCollection:
     def find(self, *args: Any, **kwargs: Any) -> _Cursor:
         return _Cursor(self._engine, self, args, kwargs)
 
-    def write_state(self, since: int | None = None) -> Any:
-        """The collection's write state (``mongomock_compat.versions``), after reloading what
-        another process saved: a reload is a new store, with a new version and no history."""
-        from mongostore.drivers.mongomock_compat.versions import write_state
-
-        with self._engine.transaction() as client:
-            return write_state(client[self._engine.db_name][self.name], since)
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)

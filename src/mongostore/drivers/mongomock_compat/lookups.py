@@ -26,7 +26,6 @@ from mongostore.drivers.mongomock_compat.index import (
     init_filed_types,
     lookup,
 )
-from mongostore.drivers.mongomock_compat.versions import bump
 
 # A deadline this much early absorbs float rounding in mongomock's total_seconds() test.
 _TTL_MARGIN = timedelta(milliseconds=1)
@@ -201,7 +200,6 @@ def _patch_in_place_updates(collection_cls: Any, helpers: Any) -> None:
             finally:
                 store = self._store
                 key = key_of(existing_document)
-                bump(store, key)
                 # Only a stored document (an upsert's new document is not stored yet).
                 if store._documents.get(key) is existing_document:
                     lk = lookup(store, create=False)
@@ -225,7 +223,6 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def setitem(self: Any, key: Any, val: Any) -> None:
         original_set(self, key, val)
-        bump(self, key)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.put(key, val)
@@ -233,14 +230,12 @@ def _patch_store_writes(store_cls: Any) -> None:
 
     def delitem(self: Any, key: Any) -> None:
         original_del(self, key)
-        bump(self, key)
         lk = lookup(self, create=False)
         if lk is not None:
             lk.drop(key)
 
     def drop(self: Any) -> None:
         original_drop(self)
-        bump(self)
         for attr in (LOOKUP_ATTR, TTL_ATTR, FIELDS_ATTR):
             self.__dict__.pop(attr, None)
 

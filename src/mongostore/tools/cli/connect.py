@@ -105,7 +105,7 @@ def _open(
         with MongoStore.local(
             settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
         ) as store:
-            engine = store.engine  # type: ignore[attr-defined]
+            engine = store.collection.engine
             engine.on_wait = warn
             # The whole command is one transaction: other commands wait, nothing is lost.
             with engine.transaction() if whole_command else contextlib.nullcontext():

@@ -1,0 +1,186 @@
+"""Bring vector documents written under an older index config up to date, at ``setup()`` (issue 28).
+
+Two things a vector document carries are copies of its item, made when the item was put:
+
+- ``text``, the indexed text itself, which ``$search``, ``$rerank`` and automated embedding
+  read. Vector documents written before one of those modes was turned on have none: a
+  ``$rerank`` whose candidates include one fails (the ``$rerank`` page: a missing ``path``
+  field fails the query), and automated embedding never indexes them.
+- ``value.<field>``, the filter fields' values, which the ``$vectorSearch`` pre-filter reads.
+  After a filter field is added, documents written before carry no copy of it, and a search
+  pre-filtered on it finds none of them.
+
+``backfill_texts`` and ``backfill_filter_fields`` rebuild those copies from the items: one read
+of the vector documents concerned, the items read by ``_id`` in chunks, and one bulk write of
+conditional updates per chunk. The texts are extracted exactly as a put extracts them and kept
+only when their hash is the one the vector document holds, so a stale vector never gets a text
+it was not embedded from. (An aggregation with ``$lookup`` and ``$merge`` into the vectors
+collection would do the filter fields without the read, but the plan does not know the
+collections' names, mongomock has no ``$merge``, and the texts need LangGraph's path
+extraction, which no aggregation expression can do for ``$`` or ``{a,b}`` paths.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mongostore.config import IndexSettings
+from mongostore.core import queries as q
+from mongostore.core.codec import extract_texts, text_hash
+from mongostore.core.plan.context import LARGE_BATCH, Plan
+from mongostore.core.retrieval import TEXT_PATH
+from mongostore.core.steps import Find, Write
+
+logger = logging.getLogger("mongostore")
+
+ITEMS_PER_READ = 1000
+
+__all__ = ["added_filter_fields", "backfill_filter_fields", "backfill_texts", "text_of"]
+
+
+def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
+    """The ``value.<field>`` filter paths of ``wanted`` that the existing definition lacks
+    (all of them when there was no index), as filter field names."""
+
+    def paths(defn: dict[str, Any] | None) -> set[str]:
+        return {
+            str(f["path"])
+            for f in (defn or {}).get("fields") or ()
+            if isinstance(f, dict) and f.get("type") == "filter" and str(f.get("path", "")).startswith("value.")
+        }
+
+    return sorted(p[len("value.") :] for p in paths(wanted) - paths(existing))
+
+
+def text_of(index: IndexSettings, value: dict[str, Any], field: str, hash_: str) -> str | None:
+    """The text a vector document of ``field`` was embedded from, if the item still holds it.
+
+    ``field`` is a configured (or per-put) path, or ``path.i`` for the i-th of several texts
+    (``extract_texts``' names); only a text whose ``text_hash`` matches is returned.
+    """
+    candidates = [field]
+    base, _, last = field.rpartition(".")
+    if base and last.isdigit():
+        candidates.append(base)
+    for path in candidates:
+        try:
+            texts = extract_texts(value, index.tokenized((path,)))
+        except Exception:  # a path LangGraph cannot parse, or this value cannot be read along
+            continue
+        text = texts.get(field)
+        if text is not None and text_hash(field, text) == hash_:
+            return text
+    return None
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
+    for start in range(0, len(ids), ITEMS_PER_READ):
+        yield list(ids[start : start + ITEMS_PER_READ])
+
+
+def _items(ids: list[str]) -> Plan:
+    docs = yield Find("items", {"_id": {"$in": ids}}, {"_id": 1, "value": 1}, batch_size=len(ids))
+    return {d["_id"]: d.get("value") or {} for d in docs}
+
+
+def _write(requests: list[q.WriteRequest], what: str) -> Plan:
+    if not requests:
+        return 0
+    outcome = yield Write(tuple(requests))
+    errors = getattr(outcome, "errors", None) or []
+    if errors:
+        logger.warning("setup(): %d of %d %s updates failed: %s", len(errors), len(requests), what, errors[:3])
+    return len(requests) - len(errors)
+
+
+def backfill_texts(index: IndexSettings) -> Plan:
+    """Give vector documents without ``text`` their text, when a mode reads it (``stores_text``).
+
+    Returns how many were updated. Each update is conditional on the document still having no
+    text and the same hash, so a put racing it wins.
+    """
+    if not index.stores_text:
+        return 0
+    missing = yield Find(
+        "vectors",
+        {TEXT_PATH: {"$exists": False}},
+        {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1},
+        batch_size=LARGE_BATCH,
+    )
+    if not missing:
+        return 0
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for doc in missing:
+        by_item.setdefault(str(doc["item_id"]), []).append(doc)
+    done = 0
+    for ids in _chunks(sorted(by_item)):
+        values = yield from _items(ids)
+        requests = []
+        for iid in ids:
+            for doc in by_item[iid]:
+                text = text_of(index, values[iid], str(doc["field"]), str(doc["text_hash"])) if iid in values else None
+                if text is None:
+                    continue  # the item is gone or holds another text now: the vector is stale anyway
+                update: dict[str, Any] = {"$set": {TEXT_PATH: text}}
+                if index.auto_embed is not None:
+                    update["$unset"] = {"embedding": ""}  # Atlas embeds the text
+                # item_id: the vectors' recommended shard key, which single-document writes carry
+                flt = {"_id": doc["_id"], "item_id": iid, "text_hash": doc["text_hash"], TEXT_PATH: {"$exists": False}}
+                requests.append(q.WriteRequest("vectors", "update_one", flt, update))
+        done += yield from _write(requests, "vector text")
+    if done:
+        logger.info("setup(): gave %d vector documents written before %s their text", done, _modes(index))
+    return done
+
+
+def _modes(index: IndexSettings) -> str:
+    names = [
+        n
+        for n, on in (
+            ("automated embedding", index.auto_embed),
+            ("reranking", index.rerank),
+            ("hybrid search", index.hybrid),
+        )
+        if on is not None
+    ]
+    return " and ".join(names) + " was turned on"
+
+
+def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
+    """Copy newly declared filter fields onto the vector documents written before (from their items).
+
+    Rewrites ``value`` (the copies of every declared filter field) wherever it differs from
+    what a put would write now. Returns how many documents were updated.
+    """
+    if not added:
+        return 0
+    vectors = yield Find("vectors", {}, {"_id": 1, "item_id": 1, "value": 1}, batch_size=LARGE_BATCH)
+    if not vectors:
+        return 0
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for doc in vectors:
+        by_item.setdefault(str(doc["item_id"]), []).append(doc)
+    done = 0
+    for ids in _chunks(sorted(by_item)):
+        values = yield from _items(ids)
+        requests = []
+        for iid in ids:
+            if iid not in values:
+                continue
+            copies = q.filter_field_values(values[iid], index.filter_fields)
+            for doc in by_item[iid]:
+                if (doc.get("value") or {}) == copies:
+                    continue
+                update = {"$set": {"value": copies}} if copies else {"$unset": {"value": ""}}
+                flt = {"_id": doc["_id"], "item_id": iid}  # with the shard key, as every single-document write
+                requests.append(q.WriteRequest("vectors", "update_one", flt, update))
+        done += yield from _write(requests, "filter field")
+    if done:
+        logger.info(
+            "setup(): copied the filter field(s) %s onto %d vector documents written before they were declared",
+            ", ".join(added),
+            done,
+        )
+    return done

@@ -1,0 +1,100 @@
+"""``AsyncMongoStore``'s ``a*`` methods go through ``abatch``, as LangGraph's
+``AsyncBatchedBaseStore`` does (issue 26.3): whatever wraps or overrides ``abatch``
+sees every op, and the local store saves its file once per operation."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from langgraph.store.base import GetOp, PutOp
+
+from mongostore import AsyncMongoStore
+from mongostore.drivers.embedded.file import LocalFile
+
+
+async def test_concurrent_gets_are_deduplicated_into_one_abatch() -> None:
+    """langgraph-checkpoint's ``test_async_batch_store_deduplication``, on our store."""
+    store = AsyncMongoStore.in_memory()
+    same_doc, diff_doc = {"value": "same"}, {"value": "different"}
+    await asyncio.gather(
+        store.aput(namespace=("test",), key="same", value=same_doc),
+        store.aput(namespace=("test",), key="different", value=diff_doc),
+    )
+    with mock.patch.object(AsyncMongoStore, "abatch", autospec=True, side_effect=AsyncMongoStore.abatch) as spy:
+        results = await asyncio.gather(
+            store.aget(namespace=("test",), key="same"),
+            store.aget(namespace=("test",), key="same"),
+            store.aget(namespace=("test",), key="different"),
+        )
+    assert results[0] == results[1] and results[0] != results[2]
+    assert results[0] is not None and results[0].value == same_doc
+    assert results[2] is not None and results[2].value == diff_doc
+    assert len(spy.call_args_list) == 1
+    ops = list(spy.call_args_list[0].args[1])
+    assert len(ops) == 2
+    assert GetOp(("test",), "same", refresh_ttl=True) in ops
+    assert GetOp(("test",), "different", refresh_ttl=True) in ops
+
+
+async def test_a_subclass_overriding_abatch_sees_every_op() -> None:
+    seen: list[str] = []
+
+    class Traced(AsyncMongoStore):
+        async def abatch(self, ops: Any) -> Any:
+            ops = list(ops)
+            seen.extend(type(op).__name__ for op in ops)
+            return await super().abatch(ops)
+
+    store = Traced.in_memory(collection_name="traced")
+    await store.aput(("a",), "k", {"v": 1})
+    assert (await store.aget(("a",), "k")) is not None
+    assert [i.key for i in await store.asearch(("a",))] == ["k"]
+    await store.adelete(("a",), "k")
+    assert seen == ["SizedPut", "GetOp", "SearchOp", "PutOp"]
+
+
+async def test_a_wrapped_abatch_still_fails_only_the_rejected_put() -> None:
+    """The outcome travels with the task, so a wrapper that calls the real abatch keeps
+    per-caller errors: the put the server refused fails, the get beside it is answered."""
+    from mongostore import WriteError
+    store = AsyncMongoStore.in_memory(collection_name="wrapped")
+    coll = store.collection.sync
+    await store.setup()
+    await store.aput(("a",), "ok", {"v": 1})
+    coll.create_index("value.u", unique=True, sparse=True)
+    await store.aput(("a",), "first", {"u": 1})
+    real = store.abatch
+
+    async def wrapper(ops: Any) -> Any:
+        return await real(ops)
+
+    store.abatch = wrapper  # type: ignore[method-assign]
+    got, dup = await asyncio.gather(
+        store.aget(("a",), "ok"), store.aput(("a",), "dup", {"u": 1}), return_exceptions=True
+    )
+    assert got is not None and not isinstance(got, BaseException) and got.value == {"v": 1}
+    assert isinstance(dup, WriteError)
+
+
+async def test_the_async_local_store_saves_once_per_operation(tmp_path: Path) -> None:
+    store = AsyncMongoStore.local(tmp_path)
+    await store.setup()
+    saves = 0
+    real = LocalFile._save
+
+    def counting(self: LocalFile) -> None:
+        nonlocal saves
+        saves += 1
+        real(self)
+
+    with mock.patch.object(LocalFile, "_save", counting):
+        await store.aput(("a",), "k", {"v": 1})
+        assert saves == 1
+        await store.aget(("a",), "k")
+        await store.asearch(("a",))
+        assert saves == 1  # reads save nothing
+        await store.abatch([PutOp(("a",), f"k{i}", {"v": i}) for i in range(5)])
+        assert saves == 2
