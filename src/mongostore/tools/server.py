@@ -31,16 +31,19 @@ variable                   meaning                                              
                            (``openai:text-embedding-3-small``)                        ``hashing``
 ``MONGOSTORE_DIMS``        vector dimensions (needed for unknown provider models)     from the model
 ``MONGOSTORE_FIELDS``      comma-separated value paths to embed (``text,tags[*]``)    ``$`` (the whole value)
-``MONGOSTORE_TTL_MINUTES``  ``default_ttl``: minutes until an item put without a      no TTL
-                           ``ttl`` expires (Agent Server only)
-``MONGOSTORE_TTL_REFRESH_  ``refresh_on_read``: ``true``/``false``, reads push         ``true``
-ON_READ``                  ``expires_at`` forward (Agent Server only)
-``MONGOSTORE_TTL_SWEEP_    ``sweep_interval_minutes``: how often expired items are     ``5``
-MINUTES``                  deleted where no TTL monitor runs (Agent Server only)
 =========================  =========================================================  ==========================
 
+The TTL (read by the Agent Server only; the CLI takes ``--ttl`` per put), LangGraph's
+``TTLConfig`` keys, in minutes:
+
+- ``MONGOSTORE_TTL_MINUTES``: ``default_ttl``, minutes until an item put without a ``ttl``
+  expires (default: no TTL);
+- ``MONGOSTORE_TTL_REFRESH_ON_READ``: ``refresh_on_read``, ``true``/``false`` (default true);
+- ``MONGOSTORE_TTL_SWEEP_MINUTES``: ``sweep_interval_minutes``, how often expired items are
+  deleted where no TTL monitor runs (default 5).
+
 The Agent Server calls ``make_store()`` with no arguments and skips its own TTL
-sweeper for a custom store, so the TTL comes from the ``MONGOSTORE_TTL_*`` variables.
+sweeper for a custom store, so the TTL comes from these variables.
 MongoDB deletes expired items itself (its TTL monitor, about once a minute); the
 local and ``mongomock://`` stores have no TTL monitor, so when any ``MONGOSTORE_TTL_*``
 variable is set ``make_store`` starts the store's sweeper on them.
