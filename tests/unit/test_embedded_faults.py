@@ -307,9 +307,17 @@ def test_a_damaged_file_raises_one_clear_error_and_is_never_overwritten(tmp_path
 async def test_the_async_store_refuses_a_damaged_file_too(tmp_path: Path) -> None:
     (tmp_path / "mongostore.bson").write_bytes(b"")
     store = AsyncMongoStore.local(tmp_path)
-    with pytest.raises(DamagedStoreFileError, match=r"mongostore\.bson"):
-        await store.aput(NS, "k", {"v": 1})
+    for _ in range(2):  # and again: the failed call left nothing held
+        with pytest.raises(DamagedStoreFileError, match=r"mongostore\.bson"):
+            await store.aput(NS, "k", {"v": 1})
+    with pytest.raises(DamagedStoreFileError):
+        MongoStore.local(tmp_path).get(NS, "k")  # on the loop: no async transaction is open
     assert (tmp_path / "mongostore.bson").read_bytes() == b""
+    # Moved aside, as the message says: a new, empty store.
+    (tmp_path / "mongostore.bson").rename(tmp_path / "mongostore.bson.damaged")
+    await store.aput(NS, "k", {"v": 1})
+    got = await store.aget(NS, "k")
+    assert got is not None and got.value == {"v": 1}
 
 
 def test_a_file_damaged_after_loading_is_refused_not_replaced(tmp_path: Path) -> None:

@@ -320,24 +320,23 @@ class LocalFile:
             gate = self._async_locks[loop] = asyncio.Lock()
         async with gate:
             self._async_open += 1
-            stack = ExitStack()
-            entered = loop.run_in_executor(self._executor, stack.enter_context, self.transaction(write=write))
             try:
-                await asyncio.shield(entered)
-            except asyncio.CancelledError:
-                # The thread still takes the transaction: release it right after (one thread, in order).
-                self._executor.submit(stack.close)
-                self._async_open -= 1
-                raise
-            token = _HELD.set(held | {self})
-            try:
-                yield
-            finally:
-                _HELD.reset(token)
+                stack = ExitStack()
+                entered = loop.run_in_executor(self._executor, stack.enter_context, self.transaction(write=write))
                 try:
-                    await asyncio.shield(self.run(stack.close))
+                    await asyncio.shield(entered)
+                except asyncio.CancelledError:
+                    # The thread still takes the transaction: release it right after (one thread, in order).
+                    self._executor.submit(stack.close)
+                    raise
+                token = _HELD.set(held | {self})
+                try:
+                    yield
                 finally:
-                    self._async_open -= 1
+                    _HELD.reset(token)
+                    await asyncio.shield(self.run(stack.close))
+            finally:
+                self._async_open -= 1
 
     def in_atransaction(self) -> bool:
         """True inside this engine's ``atransaction`` (the data is loaded and locked for us)."""
