@@ -23,10 +23,9 @@ from typing import IO, Any
 import bson
 import pytest
 
-from mongostore import AsyncMongoStore, MongoStore
+from mongostore import AsyncMongoStore, DamagedStoreFileError, MongoStore
 from mongostore.drivers.embedded import LocalCollection, LocalFile
 from mongostore.drivers.embedded import file as file_mod
-from mongostore.drivers.embedded.file import DamagedStoreFileError
 from mongostore.tools.embeddings import HashingEmbeddings
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -377,3 +376,20 @@ def test_stale_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> No
     finally:
         alive.kill()
         alive.wait(timeout=60)
+
+
+def test_the_cli_says_it_in_one_line_not_as_an_unexpected_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mongostore.errors import MongoStoreError
+    from mongostore.tools.cli import main
+
+    (tmp_path / "mongostore.bson").write_bytes(b"\x00")
+    monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    assert issubclass(DamagedStoreFileError, MongoStoreError)
+    assert main(["search", "users"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("mongostore: error: the local store file") and "unexpected" not in err
+    assert f"mv {tmp_path / 'mongostore.bson'}" in err
+    assert (tmp_path / "mongostore.bson").read_bytes() == b"\x00"

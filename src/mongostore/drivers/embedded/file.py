@@ -64,6 +64,7 @@ from bson.codec_options import CodecOptions
 
 from mongostore.drivers.embedded.paths import check_db_name
 from mongostore.drivers.mongomock_compat import patch_mongomock
+from mongostore.errors import DamagedStoreFileError
 
 FORMAT = "mongostore-embedded"
 #: 2: a trailer ends the file (``{"end": FORMAT, "collections": n, "documents": n}``); 1: none.
@@ -72,19 +73,6 @@ _READABLE_VERSIONS = (1, 2)
 _CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
 _TMP_MARK = ".tmp-"
 _T = TypeVar("_T")
-
-
-class DamagedStoreFileError(RuntimeError):
-    """The local store's file is not a whole file of the store: it was left untouched."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(
-            f"the local store file {path} is damaged or not a mongostore local store ({reason}); "
-            f"it was left untouched. Move it aside to start an empty store (mv {path} {path}.damaged), "
-            "or put back a copy from a backup or a `mongostore export`"
-        )
 
 
 # --------------------------------------------------------------------------- the disk (I/O edge)
