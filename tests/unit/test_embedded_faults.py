@@ -393,3 +393,14 @@ def test_the_cli_says_it_in_one_line_not_as_an_unexpected_error(
     assert err.startswith("mongostore: error: the local store file") and "unexpected" not in err
     assert f"mv {tmp_path / 'mongostore.bson'}" in err
     assert (tmp_path / "mongostore.bson").read_bytes() == b"\x00"
+
+
+def test_a_writer_killed_while_an_engine_runs_is_cleaned_after_its_next_save(tmp_path: Path) -> None:
+    store = seeded(tmp_path)  # the engine has looked already
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)
+    stale = tmp_path / f"mongostore.bson.tmp-{dead.pid}"
+    stale.write_bytes(b"half a save")
+    store.put(NS, "k2", {"text": "z"})
+    store.get(NS, "k2")
+    assert not stale.exists()

@@ -13,7 +13,8 @@ A file that is not whole (empty, shorter than a header, without the store's head
 cut anywhere, or garbage) raises :class:`DamagedStoreFileError`, naming the file and
 how to move it aside; it is never read as an empty or smaller store and never
 overwritten. Temporary files left by killed writers (``<db>.bson.tmp-<pid>`` of a
-process that no longer runs) are removed the first time an engine takes the lock.
+process that no longer runs) are removed when an engine first takes the lock, and
+again after each of its saves.
 
 Every collection call is one transaction (what MongoDB guarantees per operation):
 
@@ -191,7 +192,7 @@ class LocalFile:
         self._held: tuple[str, _Signature] | None = None
         self._client: Any = None
         self._standin: Any = None  # client_nowait's empty client, before the data is loaded
-        self._swept = False  # stale temporary files removed (once per engine)
+        self._swept = False  # stale temporary files looked for since the last save
         self._async_open = 0  # atransactions entered (on the engine's thread) and not yet closed
         # The thread of async callers (started on first use, idle threads cost nothing).
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"mongostore-local-{db_name}")
@@ -467,10 +468,12 @@ class LocalFile:
                     os.close(dir_fd)
         self._held = (token, signature)
         self._dirty = False
+        self._swept = False  # a writer killed since then is looked for at the next lock
         self.saves += 1
 
     def _sweep_stale_temporaries(self) -> None:
-        """Remove ``<db>.bson.tmp-<pid>`` files of writers that no longer run (once per engine).
+        """Remove ``<db>.bson.tmp-<pid>`` files of writers that no longer run: at an engine's
+        first lock, then at its first lock after each of its saves (a directory listing).
 
         Called with the lock held: no writer of this file is between its write and its
         replace, so a temporary file of a process that is gone is a killed writer's.
