@@ -14,7 +14,7 @@ from _proxies import _LazyCursor, _ListCursor
 from _wire import DIMS
 from langchain_core.embeddings import Embeddings
 
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 # --------------------------------------------------------------------------- capture loading
 

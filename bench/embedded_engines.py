@@ -84,7 +84,7 @@ ENGINES: dict[str, Callable[..., Any]] = {
 
 
 def run(name: str, opener: Callable[..., Any], n: int) -> str:
-    from mongostore.embeddings import HashingEmbeddings
+    from mongostore.tools.embeddings import HashingEmbeddings
 
     emb = HashingEmbeddings(384)
     index = {"dims": 384, "embed": emb, "fields": ["text"]}

@@ -281,7 +281,7 @@ class MongoStore(_StoreConfig, BaseStore):
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only.
 
         The store puts the scoping ``$match`` first and rejects stages that could read
-        or write outside it (``PipelineError``). See ``mongostore.analytics``.
+        or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
         """
         return run_sync(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
 

@@ -2,7 +2,7 @@
 
 The slow test starts ``langgraph dev`` (``langgraph-cli[inmem]``) on a loopback
 port with ``examples/langgraph.json``, whose ``"store": {"path":
-"mongostore.server.make_store"}`` replaces the server's own store, then drives it
+"mongostore.tools.server.make_store"}`` replaces the server's own store, then drives it
 with ``langgraph_sdk``: the store API and runs of the example graph. It runs twice:
 on the documented default, no ``MONGODB_URI`` (the local store's file in a temp
 ``MONGOSTORE_DATA_DIR``; never with ``--allow-blocking``, so the server's blockbuster

@@ -330,7 +330,7 @@ def test_help_texts(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_examples_run_from_the_root_and_their_snippet_is_a_script() -> None:
     config = json.loads((ROOT / "examples" / "langgraph.json").read_text())
-    assert config["graphs"]["memory"] == "mongostore.agent_graph:graph"  # a module: any working directory
+    assert config["graphs"]["memory"] == "mongostore.tools.agent_graph:graph"  # a module: any working directory
     assert "examples/.langgraph_api/" in (ROOT / ".gitignore").read_text().splitlines()
     readme = (ROOT / "examples" / "README.md").read_text()
     snippet = re.search(r"```python\n(.*?)```", readme, re.S)

@@ -257,19 +257,3 @@ async def test_server_side_order_is_tuple_order_for_tricky_labels(make_store: Ma
     ref.batch([PutOp(ns, "k", {"v": 1}) for ns in TRICKY])
     for kwargs in TRICKY_CALLS:
         assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs
-
-
-async def test_items_written_before_the_sort_key_still_list_and_setup_adds_it(make_store: MakeStore) -> None:
-    api = await loaded(make_store, TRICKY)
-    coll = api.store.collection
-    unset = coll.update_many({"path": {"$in": ["a-b.", "a.b."]}}, {"$unset": {"ns_key": ""}})
-    if api.is_async:
-        await unset
-    ref = InMemoryStore()
-    ref.batch([PutOp(ns, "k", {"v": 1}) for ns in TRICKY])
-    for kwargs in TRICKY_CALLS:
-        assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs
-    await api.setup()  # migrates
-    assert all("ns_key" in d for d in await api.docs())
-    for kwargs in TRICKY_CALLS:
-        assert await api.list_namespaces(**kwargs) == ref.list_namespaces(**kwargs), kwargs

@@ -18,7 +18,7 @@ from langgraph.store.base import PutOp
 
 from mongostore import MongoStore
 from mongostore.drivers.mongomock_compat import in_memory_collection
-from mongostore.embeddings import HashingEmbeddings
+from mongostore.tools.embeddings import HashingEmbeddings
 
 NS = ("users", "alice")
 TEXTS = [f"note {i} about {topic}" for i, topic in enumerate(["pizza", "lisbon", "nursing", "peanuts"] * 5)]

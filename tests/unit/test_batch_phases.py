@@ -32,7 +32,6 @@ from mongostore.core.plan import (
     write_phase,
 )
 from mongostore.core.steps import (
-    Aggregate,
     Capabilities,
     DisableVectorSearch,
     Embed,
@@ -207,27 +206,17 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
     a = doc(("u",), "a", {"v": 1}, ttl_minutes=5.0)
     answers = [
         [{"item_id": item_id(("u",), "b"), "field": "text", "text_hash": "h1"}],
-        [{"page": [{"_id": ["u"]}], "unkeyed": []}],
+        [{"_id": ["u"]}],
         [a],
         [a],
     ]
-    steps, _ = run(answer_phase(state, answers), no_steps)
-    assert steps == [] and answers == []
+    answer_phase(state, answers)
+    assert answers == []
     assert state.results[0].value == {"v": 1}  # type: ignore[union-attr]
     assert [r.key for r in state.results[1]] == ["a"]  # type: ignore[union-attr]
     assert state.results[2] == [("u",)]
     assert state.refresh == {a["_id"]: 5.0} and state.refreshers == {a["_id"]: [0, 1]}
     assert state.stored == {item_id(("u",), "b"): {"text": "h1"}}
-
-
-def test_answer_phase_sorts_namespaces_itself_when_items_lack_ns_key() -> None:
-    state = validate_phase([ListNamespacesOp(limit=2, offset=1)], context(with_index=False))
-    answers: list[Any] = [[{"page": [], "unkeyed": [{"n": 3}]}]]
-    every = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}]
-    steps, _ = run(answer_phase(state, answers), lambda step: every)
-    pipeline = q.list_namespaces_pipeline(None, None, None)
-    assert steps == [Aggregate("items", pipeline, batch_size=100_000)]
-    assert state.results[0] == [("a", "x"), ("b",)]
 
 
 # --------------------------------------------------------------------------- embed

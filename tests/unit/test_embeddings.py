@@ -1,4 +1,4 @@
-"""Tests for mongostore.embeddings: the hashing test embedder, MiniLM (when installed), the chooser."""
+"""Tests for mongostore.tools.embeddings: the hashing test embedder, MiniLM (when installed), the chooser."""
 
 from __future__ import annotations
 

@@ -229,20 +229,9 @@ def test_query_without_index_is_a_plain_search() -> None:
 def test_list_namespaces_is_sorted_and_paged_on_the_server() -> None:
     op = ListNamespacesOp(limit=2, offset=1)
     pipeline = q.list_namespaces_pipeline(None, None, None, 1, 2)
-    facet = [{"page": [{"_id": ["a", "x"]}, {"_id": ["b"]}], "unkeyed": []}]
-    steps, results = drive([op], canned({repr(pipeline): facet}))
+    page = [{"_id": ["a", "x"]}, {"_id": ["b"]}]
+    steps, results = drive([op], canned({repr(pipeline): page}))
     assert steps == [Parallel((Aggregate("items", pipeline),))]  # one trip, only the page
-    assert results == [[("a", "x"), ("b",)]]
-
-
-def test_list_namespaces_falls_back_when_items_lack_the_sort_key() -> None:
-    op = ListNamespacesOp(limit=2, offset=1)
-    paged = q.list_namespaces_pipeline(None, None, None, 1, 2)
-    everything = q.list_namespaces_pipeline(None, None, None)
-    docs = [{"_id": ["b"]}, {"_id": ["a", "x"]}, {"_id": ["a"]}, {"_id": ["c"]}]
-    facet = [{"page": [{"_id": ["b"]}], "unkeyed": [{"n": 1}]}]
-    steps, results = drive([op], canned({repr(paged): facet, repr(everything): docs}))
-    assert steps == [Parallel((Aggregate("items", paged),)), Aggregate("items", everything, batch_size=100_000)]
     assert results == [[("a", "x"), ("b",)]]
 
 

@@ -489,12 +489,10 @@ def test_namespace_keys_sort_as_tuples() -> None:
 def test_list_namespaces_pipeline_paged_on_the_server() -> None:
     assert q.list_namespaces_pipeline(None, 2, None, 5, 10) == [
         {"$group": {"_id": {"$slice": ["$namespace", 2]}, "k": {"$min": "$ns_key"}}},
-        {
-            "$facet": {
-                "page": [{"$sort": {"k": 1}}, {"$skip": 5}, {"$limit": 10}, {"$project": {"_id": 1}}],
-                "unkeyed": [{"$match": {"k": None}}, {"$count": "n"}],
-            }
-        },
+        {"$sort": {"k": 1}},
+        {"$skip": 5},
+        {"$limit": 10},
+        {"$project": {"_id": 1}},
     ]
     with pytest.raises(ValueError, match="limit >= 1"):
         q.list_namespaces_pipeline(None, None, None, 0, 0)
@@ -510,12 +508,24 @@ def test_query_vectors_are_sent_packed_as_float32_bindata() -> None:
 
     query = [0.1, -0.25, 1e-3, 0.7]
     pipeline = q.vector_search_pipeline(
-        index_name="v", query_vector=query, num_candidates=20, k=10, pre_filter={}, post_filter={},
-        items_collection="memories", similarity="cosine", offset=0, limit=10, now=None,
+        index_name="v",
+        query_vector=query,
+        num_candidates=20,
+        k=10,
+        pre_filter={},
+        post_filter={},
+        items_collection="memories",
+        similarity="cosine",
+        offset=0,
+        limit=10,
+        now=None,
     )
-    stages = [pipeline[0]["$vectorSearch"], retrieval.vector_stage(
-        index_name="v", query_vector=query, query_text=None, num_candidates=20, k=10, pre_filter={}
-    )["$vectorSearch"]]
+    stages = [
+        pipeline[0]["$vectorSearch"],
+        retrieval.vector_stage(
+            index_name="v", query_vector=query, query_text=None, num_candidates=20, k=10, pre_filter={}
+        )["$vectorSearch"],
+    ]
     for stage in stages:
         sent = stage["queryVector"]
         assert isinstance(sent, Binary) and sent.subtype == 9

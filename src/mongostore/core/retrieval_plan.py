@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from typing import Any, Literal
 
 import numpy as np
@@ -429,15 +429,3 @@ def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
     return hybrid.index_name, wanted
 
 
-def definitions(index: IndexSettings) -> Sequence[tuple[str, str, dict[str, Any]]]:
-    """Every search index ``setup()`` creates for this config: (name, type, definition)."""
-    out = [
-        (
-            index.index_name,
-            "vectorSearch",
-            r.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed),
-        )
-    ]
-    if index.hybrid is not None:
-        out.append((index.hybrid.index_name, "search", r.text_index_definition()))
-    return out

@@ -4,14 +4,14 @@
 
     {
       "graphs": {"memory": "./graph.py:graph"},
-      "store": {"path": "mongostore.server.make_store"}
+      "store": {"path": "mongostore.tools.server.make_store"}
     }
 
 The Agent Server (``langgraph dev`` / ``langgraph up``) calls :func:`make_store`
 once, inside its own event loop, enters the async context manager it returns,
 and uses the ``AsyncMongoStore`` it yields for the ``/store`` API and as
 ``runtime.store`` in every graph. Use a dotted path (``package.module.name``):
-the server splits a module path at its last ``.``, so ``mongostore.server:make_store``
+the server splits a module path at its last ``.``, so ``mongostore.tools.server:make_store``
 is *not* understood; a file path (``./store.py:make_store``) works too.
 
 Configuration, read when the server starts (also used by the ``mongostore`` CLI):
@@ -121,7 +121,7 @@ logger = logging.getLogger("mongostore")
 
 @asynccontextmanager
 async def make_store() -> AsyncIterator[BaseStore]:
-    """The Agent Server's custom store: ``"store": {"path": "mongostore.server.make_store"}``.
+    """The Agent Server's custom store: ``"store": {"path": "mongostore.tools.server.make_store"}``.
 
     Reads the variables above, opens an ``AsyncMongoStore`` (pymongo's
     ``AsyncMongoClient``), runs ``setup()`` (idempotent: indexes, and the Atlas vector

@@ -20,8 +20,8 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import TTLConfig
 
 from mongostore.config import MAX_TTL_MINUTES, MongoIndexConfig
+from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.errors import ConfigurationError
-from mongostore.local import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
 from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
 

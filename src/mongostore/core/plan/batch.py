@@ -51,7 +51,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     state = validate_phase(ops, ctx)
     yield from query_phase(state)
     answers = yield from read_phase(state)
-    yield from answer_phase(state, answers)
+    answer_phase(state, answers)
     yield from embed_phase(state)
     yield from rank_phase(state)
     outcome: BatchOutcome = yield from write_phase(state)

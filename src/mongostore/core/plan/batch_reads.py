@@ -11,7 +11,7 @@ from typing import Any
 from mongostore.core import queries as q
 from mongostore.core import retrieval_plan as modes
 from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, item_id, namespace_path
-from mongostore.core.plan.context import LARGE_BATCH, Plan
+from mongostore.core.plan.context import LARGE_BATCH
 from mongostore.core.plan.search import atlas_pipeline, initial_k, local_candidate_reads
 from mongostore.core.plan.state import BatchState
 from mongostore.core.steps import Aggregate, Find, Step
@@ -62,18 +62,14 @@ def batch_reads(state: BatchState) -> list[Step]:
     return reads
 
 
-def answer_phase(state: BatchState, answers: list[Any]) -> Plan:
-    """The reads' answers (last read first, from ``read_phase``) as results, first pages and stored hashes.
-
-    A listing over items written before ``ns_key`` existed asks for every namespace (one ``Aggregate``).
-    """
+def answer_phase(state: BatchState, answers: list[Any]) -> None:
+    """The reads' answers (last read first, from ``read_phase``) as results, first pages and stored hashes."""
     _answer_gets(state, answers)
     _answer_searches(state, answers)
-    yield from _answer_listings(state, answers)
+    _answer_listings(state, answers)
     if state.index is not None and state.puts:
         for doc in answers.pop():
             state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
-    return None
 
 
 def _answer_gets(state: BatchState, answers: list[Any]) -> None:
@@ -107,18 +103,6 @@ def _answer_searches(state: BatchState, answers: list[Any]) -> None:
             state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
 
 
-def _answer_listings(state: BatchState, answers: list[Any]) -> Plan:
+def _answer_listings(state: BatchState, answers: list[Any]) -> None:
     for pos, lop in state.listings:
-        if lop.limit == 0:
-            state.results[pos] = []
-            continue
-        [facet] = answers.pop() or [{"page": [], "unkeyed": []}]
-        if any(d.get("n", 0) > 0 for d in facet["unkeyed"]):  # ($count gives nothing, or n: 0 on mongomock)
-            # Items written before ns_key existed (setup() adds it): sort every namespace here.
-            pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, state.ctx.expiry_cutoff)
-            docs = yield Aggregate("items", pipeline, batch_size=LARGE_BATCH)
-            found = sorted({tuple(d["_id"]) for d in docs})
-            state.results[pos] = found[lop.offset : lop.offset + lop.limit]
-        else:
-            state.results[pos] = [tuple(d["_id"]) for d in facet["page"]]
-    return None
+        state.results[pos] = [] if lop.limit == 0 else [tuple(d["_id"]) for d in answers.pop()]

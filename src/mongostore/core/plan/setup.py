@@ -1,4 +1,4 @@
-"""The setup plan: B-tree and TTL indexes, the ``ns_key`` migration, the vector (and text) search index.
+"""The setup plan: B-tree and TTL indexes, the vector (and text) search index.
 
 Creating or updating a search index is followed by a bounded wait until it is ``READY``
 on the wanted definition (``wait_until_ready``).
@@ -19,20 +19,18 @@ from mongostore.core import queries as q
 from mongostore.core import retrieval as _retrieval
 from mongostore.core import retrieval_plan as modes
 from mongostore.core.plan import backfill
-from mongostore.core.plan.context import LARGE_BATCH, Plan
+from mongostore.core.plan.context import Plan
 from mongostore.core.plan.probe import search_probe_answer
 from mongostore.core.steps import (
     Capabilities,
     CreateIndexes,
     DisableVectorSearch,
     EnsureCollection,
-    Find,
     ListSearchIndexes,
     Probe,
     ServerInfo,
     Sleep,
     UpdateSearchIndex,
-    Write,
 )
 from mongostore.errors import VectorIndexError
 
@@ -76,7 +74,6 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     while queries still run on the old one, so ``queryable`` alone is not enough.
     """
     yield CreateIndexes("items", tuple(q.item_indexes()))
-    yield from _migrate_ns_keys()
     if index is None:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
@@ -222,20 +219,3 @@ def wait_until_ready(
         logger.info("waiting for %s %r: status %s, queryable %s (%.0fs)", what, name, status, queryable, waited)
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)
-
-
-def _migrate_ns_keys() -> Plan:
-    """Items from before ``ns_key`` (list_namespaces' sort key) get it: on the server in one
-    update when it has pipeline updates with ``$reduce``, else computed here."""
-    try:
-        yield Write((q.ns_key_migration(),))
-        return None
-    except (NotImplementedError, TypeError, OperationFailure) as exc:  # mongomock: no $reduce
-        logger.debug("ns_key migration on the server failed (%s); computing the keys here", exc)
-    docs = yield Find(
-        "items", {q.NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}}, {"_id": 1, "namespace": 1},
-        batch_size=LARGE_BATCH,
-    )
-    if docs:
-        yield Write(tuple(q.ns_key_request(d["_id"], d["namespace"]) for d in docs))
-    return None

@@ -73,9 +73,7 @@ def list_namespaces_pipeline(
 
     Without ``limit``: every distinct namespace, for the client to sort (MongoDB sorts
     arrays by their smallest element, not as tuples). With ``limit``: sorted and paged
-    on the server, one ``$facet`` document back: ``page`` (the namespaces) and
-    ``unkeyed`` (groups whose items all lack ``ns_key``: documents written before it
-    existed; then the client must fall back to sorting everything).
+    on the server: the page's namespaces, in order.
 
     Each group sorts by the smallest ``ns_key`` of its items: every key in a group
     starts with the key of the group's (truncated) namespace, and a group shorter than
@@ -98,12 +96,5 @@ def list_namespaces_pipeline(
     if limit < 1 or offset is None or offset < 0:
         raise ValueError(f"server-side paging needs limit >= 1 and offset >= 0, got {limit!r}, {offset!r}")
     pipeline.append({"$group": {"_id": ns, "k": {"$min": "$" + NS_KEY}}})
-    pipeline.append(
-        {
-            "$facet": {
-                "page": [{"$sort": {"k": 1}}, {"$skip": offset}, {"$limit": limit}, {"$project": {"_id": 1}}],
-                "unkeyed": [{"$match": {"k": None}}, {"$count": "n"}],
-            }
-        }
-    )
+    pipeline.extend([{"$sort": {"k": 1}}, {"$skip": offset}, {"$limit": limit}, {"$project": {"_id": 1}}])
     return pipeline

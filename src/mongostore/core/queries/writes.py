@@ -37,29 +37,6 @@ class WriteRequest:
     item: tuple[tuple[str, ...], str] | None = field(default=None, compare=False)
 
 
-def ns_key_migration() -> WriteRequest:
-    """Give items written before ``ns_key`` existed their key, on the server (MongoDB 4.2+)."""
-    rest = {"$slice": ["$namespace", 1, {"$max": [1, {"$size": "$namespace"}]}]}
-    joined = {
-        "$reduce": {
-            "input": rest,
-            "initialValue": {"$arrayElemAt": ["$namespace", 0]},
-            "in": {"$concat": ["$$value", "\x00", "$$this"]},
-        }
-    }
-    return WriteRequest(
-        "items",
-        "update_many",
-        {NS_KEY: {"$exists": False}, "namespace.0": {"$exists": True}},
-        [{"$set": {NS_KEY: joined}}],
-    )
-
-
-def ns_key_request(_id: Any, namespace: Sequence[str]) -> WriteRequest:
-    """The same, for one item, computed in the client (servers or fakes without ``$reduce``)."""
-    return WriteRequest("items", "update_one", {"_id": _id}, {"$set": {NS_KEY: namespace_key(list(namespace))}})
-
-
 def put_item_request(
     namespace: tuple[str, ...],
     key: str,

@@ -149,7 +149,7 @@ def _empty_hint(ctx: Ctx) -> str:
 
 
 def _default_dir_text() -> str:
-    from mongostore.local import default_data_dir
+    from mongostore.drivers.embedded.paths import default_data_dir
 
     home = str(Path.home())
     text = str(default_data_dir({}))

@@ -150,9 +150,6 @@ class Progress:
             self.stream.flush()
             self._drawn = True
 
-    def advance(self, n: int = 1) -> None:
-        self.update(self.done + n)
-
     def close(self) -> None:
         if self.enabled and self._drawn:
             self.update(self.done, force=True)

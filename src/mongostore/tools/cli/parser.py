@@ -119,7 +119,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
 
-#: ``mongostore.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
 #: the demo (and LangGraph's graph machinery): seconds off every command's start.
 DEMO_DB = "mongostore_demo"
 
@@ -235,7 +235,7 @@ def _add_transfer_commands(sub: _AddCommand) -> None:
 
 
 def _add_analytics_commands(sub: _AddCommand) -> None:
-    """``stats`` and ``report`` (see ``mongostore.analytics`` / ``mongostore.report``)."""
+    """``stats`` and ``report`` (see ``mongostore.tools.analytics`` / ``mongostore.tools.report``)."""
     for name, help_, fn in (
         ("stats", "counts per namespace, growth, stale items, TTL outlook, breakdown by a value field", cmd_stats),
         ("report", "the same reports as one self-contained HTML page (inline SVG, no scripts)", cmd_report),

@@ -1,4 +1,5 @@
-"""The import paths users had before the tools moved to ``mongostore.tools`` still work."""
+"""The names users and the Agent Server load by path resolve: the example's graph and store
+factory, the console script and ``python -m mongostore``."""
 
 from __future__ import annotations
 
@@ -11,28 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OLD_PATHS = ["server", "embeddings", "analytics", "report", "demo", "agent_graph"]
-
-
-@pytest.mark.parametrize("name", OLD_PATHS)
-def test_an_old_module_re_exports_every_public_name_of_its_new_home(name: str) -> None:
-    old = importlib.import_module(f"mongostore.{name}")
-    new = importlib.import_module(f"mongostore.tools.{name}")
-    assert old.__doc__ is not None and "compatibility" in old.__doc__
-    assert old.__all__ == new.__all__
-    for attr in new.__all__:
-        assert getattr(old, attr) is getattr(new, attr), attr
-
-
-def test_the_documented_old_names_resolve() -> None:
-    from mongostore.analytics import collect_reports, scoped_pipeline
-    from mongostore.embeddings import HashingEmbeddings, MiniLMEmbeddings
-    from mongostore.server import StoreSettings, make_store, redact_uri
-    from mongostore.tools.analytics import collect_reports as new_collect
-
-    assert collect_reports is new_collect
-    assert all(callable(x) for x in (scoped_pipeline, make_store, redact_uri))
-    assert all(isinstance(x, type) for x in (HashingEmbeddings, MiniLMEmbeddings, StoreSettings))
 
 
 def test_the_agent_server_example_names_paths_that_load() -> None:
