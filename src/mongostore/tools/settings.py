@@ -251,9 +251,7 @@ def _parse_dims(raw: str | None) -> int | None:
     return value
 
 
-_PATH_SEGMENT = re.compile(
-    r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$"
-)
+_PATH_SEGMENT = re.compile(r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$")
 
 
 def check_field_path(path: str, what: str = "field path") -> str:
