@@ -249,6 +249,22 @@ def test_a_read_only_directory_refuses_the_save_and_the_put_is_dropped(tmp_path:
     assert keys(fresh(tmp_path)) == ["k0", "k1", "k2"]
 
 
+def test_a_directory_that_refuses_the_temporary_file_is_a_refused_save_too(tmp_path: Path, disk: Disk) -> None:
+    """What a read-only directory does to a save (as root, chmod cannot show it): ``open`` fails."""
+    store = seeded(tmp_path)
+    good = (tmp_path / "mongostore.bson").read_bytes()
+    disk.calls.clear()
+    disk.error = PermissionError(errno.EACCES, "Permission denied (injected)")
+    disk.fail_at = 0
+    with pytest.raises(PermissionError):
+        store.put(NS, "new", {"text": "x"})
+    disk.fail_at = None
+    assert store.get(NS, "new") is None and keys(store) == ["k0", "k1"]
+    assert (tmp_path / "mongostore.bson").read_bytes() == good
+    store.put(NS, "k2", {"text": "y"})
+    assert keys(fresh(tmp_path)) == ["k0", "k1", "k2"]
+
+
 # --------------------------------------------------------------------------- damaged files
 
 
