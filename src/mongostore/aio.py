@@ -179,7 +179,9 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        outcome: _plan.BatchOutcome = await run_async(_plan.batch_outcome_plan(ops, self._context()), self._io)
+        sharded = (await self._io.server_info()).sharded  # asked once per store; behind mongos plans target shards
+        plan = _plan.batch_outcome_plan(ops, self._context(sharded))
+        outcome: _plan.BatchOutcome = await run_async(plan, self._io)
         # What each op's caller must see, for ``_drain`` (the same task: the context is shared):
         # a rejected write fails its own callers only, whoever wraps or overrides abatch.
         _OUTCOME.set((ops, outcome))
@@ -269,6 +271,11 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
         await run_async(_plan.setup_plan(self._index), self._io)
 
+    async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
+        """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+
     async def status(self) -> dict[str, Any]:
         return await run_async(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
 
@@ -276,7 +283,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
-        return await run_async(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+        scoped = self._scoped(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
+        return await run_async(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted."""

@@ -113,7 +113,7 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self) -> _plan.PlanContext:
+    def _context(self, sharded: bool = False) -> _plan.PlanContext:
         return _plan.PlanContext(
             self.collection.name,
             self._index,
@@ -121,14 +121,17 @@ class _StoreConfig:
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,
+            sharded=sharded,
         )
 
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
-    def _scoped(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def _scoped(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool = False
+    ) -> list[dict[str, Any]]:
         cutoff = utcnow() if self._omit_expired() else None
-        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff)
+        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=sharded)
 
     def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
         if sweep_interval_minutes is not None:
@@ -255,7 +258,9 @@ class MongoStore(_StoreConfig, BaseStore):
     # ------------------------------------------------------------------ BaseStore
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run_sync(_plan.batch_plan(list(ops), self._context()), self._io)  # type: ignore[no-any-return]
+        # server_info(): asked once per store (no I/O on mongomock); behind mongos the plans target shards.
+        ctx = self._context(sharded=self._io.server_info().sharded)
+        return run_sync(_plan.batch_plan(list(ops), ctx), self._io)  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -271,6 +276,12 @@ class MongoStore(_StoreConfig, BaseStore):
         """
         run_sync(_plan.setup_plan(self._index), self._io)
 
+    def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
+        """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
+        ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
+        collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
+        return run_sync(_plan.shard_plan(self.vectors_collection is not None, hashed), self._io)  # type: ignore[no-any-return]
+
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
         return run_sync(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
@@ -283,7 +294,8 @@ class MongoStore(_StoreConfig, BaseStore):
         The store puts the scoping ``$match`` first and rejects stages that could read
         or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
         """
-        return run_sync(_plan.aggregate_plan(self._scoped(namespace_prefix, pipeline)), self._io)  # type: ignore[no-any-return]
+        scoped = self._scoped(namespace_prefix, pipeline, self._io.server_info().sharded)
+        return run_sync(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted.

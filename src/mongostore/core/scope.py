@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.store.base import InvalidNamespaceError
 
-from mongostore.core.queries import not_expired, prefix_filter
+from mongostore.core.queries import not_expired, prefix_filter, shard_range_filter
 from mongostore.errors import PipelineError
 
 __all__ = [
@@ -155,15 +155,22 @@ def _check_prefix(namespace_prefix: tuple[str, ...]) -> tuple[str, ...]:
     for label in namespace_prefix:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespaceError(
-                f"invalid namespace prefix {namespace_prefix!r}: labels are non-empty strings "
-                "without '.' or NUL"
+                f"invalid namespace prefix {namespace_prefix!r}: labels are non-empty strings without '.' or NUL"
             )
     return tuple(namespace_prefix)
 
 
-def scope_filter(namespace_prefix: tuple[str, ...], now: datetime | None = None) -> dict[str, Any]:
-    """The scoping ``$match`` filter: the prefix's anchored ``path`` regex, and unexpired when ``now``."""
-    scope = prefix_filter(_check_prefix(namespace_prefix))
+def scope_filter(
+    namespace_prefix: tuple[str, ...], now: datetime | None = None, sharded: bool = False
+) -> dict[str, Any]:
+    """The scoping ``$match`` filter: the prefix's anchored ``path`` regex, and unexpired when ``now``.
+
+    ``sharded`` (behind mongos): the prefix's ``_id`` range too, so mongos targets its shards.
+    """
+    prefix = _check_prefix(namespace_prefix)
+    scope = prefix_filter(prefix)
+    if sharded:
+        scope.update(shard_range_filter(prefix))
     if now is not None:
         scope.update(not_expired(now))
     return scope
@@ -174,6 +181,7 @@ def scoped_pipeline(
     pipeline: Sequence[Mapping[str, Any]],
     *,
     now: datetime | None = None,
+    sharded: bool = False,
 ) -> list[dict[str, Any]]:
     """The pipeline to send: the scoping ``$match`` first, then the user's checked stages.
 
@@ -181,7 +189,7 @@ def scoped_pipeline(
     whose ``expires_at`` has passed. Raises ``PipelineError`` for a refused stage or
     operator, and ``InvalidNamespaceError`` for a malformed prefix.
     """
-    scope = scope_filter(namespace_prefix, now)
+    scope = scope_filter(namespace_prefix, now, sharded)
     # One deep copy, checked and then sent: what is sent is exactly what was checked,
     # whatever the caller's objects do afterwards (or on a second iteration).
     stages: Any = _plain_copy(pipeline) if _is_stage_list(pipeline) else pipeline

@@ -28,6 +28,8 @@ __all__ = [
     "Probe",
     "ServerCommand",
     "ServerInfo",
+    "ShardCollection",
+    "ShardKeys",
     "Sleep",
     "Step",
     "UpdateSearchIndex",
@@ -118,6 +120,7 @@ class Capabilities:
     search_commands: bool | None = None
     index_status: str = ""
     recheck: bool = False
+    sharded: bool = False  # behind mongos (``hello`` says ``msg: "isdbgrid"``)
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,21 @@ class UpdateSearchIndex:
 
 
 @dataclass(frozen=True)
+class ShardKeys:
+    """The collections' shard keys from ``config.collections`` (behind mongos) ->
+    ``{role: key pattern or None (unsharded)}``; roles without a collection are left out."""
+
+
+@dataclass(frozen=True)
+class ShardCollection:
+    """``shardCollection`` of the role's collection on ``key`` (an admin command through
+    mongos) -> the server's answer. Only ``shard_plan`` asks it, on the user's explicit opt-in."""
+
+    role: Role
+    key: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -218,5 +236,7 @@ Step = (
     | ListSearchIndexes
     | CreateSearchIndex
     | UpdateSearchIndex
+    | ShardKeys
+    | ShardCollection
     | Sleep
 )

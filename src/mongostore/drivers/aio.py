@@ -37,6 +37,8 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardCollection,
+    ShardKeys,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -210,6 +212,16 @@ async def _sleep(io: AsyncIO, step: Sleep) -> None:
 
 # Entries return an awaitable: a coroutine function, or a lambda over a call that
 # already returns one (pymongo async and Motor methods; ``_to_list`` for cursors).
+async def _shard_keys(io: AsyncIO, step: ShardKeys) -> dict[Role, dict[str, Any] | None]:
+    config, filt, roles = shared.shard_keys_read(io.items, io.vectors)
+    return shared.shard_keys_answer(await _to_list(config.find(filt, {"key": 1})), roles)
+
+
+async def _shard_collection(io: AsyncIO, step: ShardCollection) -> Any:
+    admin, command = shared.shard_collection_command(io.coll(step.role), step.key)
+    return await admin.command(command)
+
+
 HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     Find: lambda io, s: _to_list(shared.find_cursor(io.coll(s.role), s)),
     Aggregate: lambda io, s: _to_list(io.coll(s.role).aggregate(s.pipeline, **shared.aggregate_kwargs(s))),
@@ -227,6 +239,8 @@ HANDLERS: dict[type[Any], Callable[[AsyncIO, Any], Awaitable[Any]]] = {
     ListSearchIndexes: lambda io, s: _to_list(io.coll(s.role).list_search_indexes(s.name)),
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    ShardKeys: _shard_keys,
+    ShardCollection: _shard_collection,
     Sleep: _sleep,
 }
 """How ``AsyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

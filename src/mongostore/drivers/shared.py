@@ -124,6 +124,27 @@ def find_cursor(coll: Any, step: Find) -> Any:
     return cur
 
 
+def shard_keys_read(items: Any, vectors: Any | None) -> tuple[Any, dict[str, Any], dict[str, Role]]:
+    """``config.collections`` (the cluster's catalog, readable through mongos), the filter for
+    the store's collections, and each collection's role by full name (``ShardKeys``)."""
+    roles: dict[str, Role] = {items.full_name: "items"}
+    if vectors is not None:
+        roles[vectors.full_name] = "vectors"
+    config = items.database.client["config"]["collections"]
+    return config, {"_id": {"$in": list(roles)}, "dropped": {"$ne": True}}, roles
+
+
+def shard_collection_command(coll: Any, key: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The admin database and the ``shardCollection`` command for ``coll`` (``ShardCollection``)."""
+    return coll.database.client["admin"], {"shardCollection": coll.full_name, "key": dict(key)}
+
+
+def shard_keys_answer(docs: list[Any], roles: dict[str, Role]) -> dict[Role, dict[str, Any] | None]:
+    """``{role: shard key pattern}``; None for a collection that is not sharded."""
+    found = {d["_id"]: dict(d.get("key") or {}) for d in docs}
+    return {role: found.get(name) for name, role in roles.items()}
+
+
 def aggregate_kwargs(step: Aggregate) -> dict[str, Any]:
     return {"batchSize": step.batch_size} if step.batch_size else {}
 

@@ -37,6 +37,8 @@ from mongostore.core.steps import (
     Probe,
     ServerCommand,
     ServerInfo,
+    ShardCollection,
+    ShardKeys,
     Sleep,
     Step,
     UpdateSearchIndex,
@@ -161,6 +163,16 @@ def _ensure_collection(io: SyncIO, step: EnsureCollection) -> None:
                 raise
 
 
+def _shard_keys(io: SyncIO, step: ShardKeys) -> dict[Role, dict[str, Any] | None]:
+    config, filt, roles = shared.shard_keys_read(io.items, io.vectors)
+    return shared.shard_keys_answer(list(config.find(filt, {"key": 1})), roles)
+
+
+def _shard_collection(io: SyncIO, step: ShardCollection) -> Any:
+    admin, command = shared.shard_collection_command(io.coll(step.role), step.key)
+    return admin.command(command)
+
+
 def _sleep(io: SyncIO, step: Sleep) -> None:
     time.sleep(step.seconds)
 
@@ -182,6 +194,8 @@ HANDLERS: dict[type[Any], Callable[[SyncIO, Any], Any]] = {
     ListSearchIndexes: lambda io, s: list(io.coll(s.role).list_search_indexes(s.name)),
     CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(shared.search_index_model(s)),
     UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    ShardKeys: _shard_keys,
+    ShardCollection: _shard_collection,
     Sleep: _sleep,
 }
 """How ``SyncIO`` runs each kind of step: one entry per step type of ``core.steps``."""

@@ -39,7 +39,7 @@ from mongostore.core.plan.probe import (
     server_probe_plan,
 )
 from mongostore.core.plan.search import MAX_CANDIDATES, VECTOR_PROJECTION
-from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan
+from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan, shard_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.status import aggregate_plan, status_plan, sweep_plan
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes, check_ttl, normalize_op
@@ -84,6 +84,7 @@ __all__ = [
     "search_probe_plan",
     "server_probe_plan",
     "setup_plan",
+    "shard_plan",
     "status_plan",
     "sweep_plan",
     "unscored_pipeline",

@@ -32,7 +32,7 @@ def batch_reads(state: BatchState) -> list[Step]:
         if s.op.limit == 0:
             continue
         if not s.semantic:
-            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff)
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.sharded)
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
         elif modes.uses_modes(ctx.index):
             assert ctx.index is not None and state.caps is not None
@@ -44,11 +44,13 @@ def batch_reads(state: BatchState) -> list[Step]:
         else:
             cache = ctx.vector_cache
             s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
-            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors))
+            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors, ctx.sharded))
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
-        pipeline = q.list_namespaces_pipeline(lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit)
+        pipeline = q.list_namespaces_pipeline(
+            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.sharded
+        )
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts:
         reads.append(

@@ -27,6 +27,8 @@ def write_phase(state: BatchState) -> Plan:
     write_now = state.ctx.clock()
     requests = refresh_requests(state, write_now)
     cached = put_requests(state, write_now, requests)
+    if state.ctx.sharded:  # vector writes carry their shard key, item_id (same order, same length)
+        requests = q.targeted_writes(requests)
     outcome = BatchOutcome(state.results, refreshing={p for iid in state.refresh for p in state.refreshers[iid]})
     if not requests:
         return outcome

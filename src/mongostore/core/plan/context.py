@@ -41,6 +41,8 @@ class PlanContext:
     vectors_name: str = ""
     # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
     vector_cache: _vectors.VectorCache | None = None
+    # Behind mongos: prefix reads carry the shard-key range, vector writes their item_id (``queries.sharding``).
+    sharded: bool = False
 
     @property
     def expiry_cutoff(self) -> datetime | None:

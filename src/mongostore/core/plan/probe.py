@@ -44,13 +44,11 @@ def is_index_unavailable(exc: BaseException) -> bool:
     index ... while in state INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no
     code, so mongod reports 8 (UnknownError).
     """
-    return (
-        isinstance(exc, OperationFailure)
-        and exc.code in (8, None)
-        and "cannot query vector index" in str(exc)
-    )
+    return isinstance(exc, OperationFailure) and exc.code in (8, None) and "cannot query vector index" in str(exc)
 
 
+# mongos answers hello with this ``msg`` (the manual's hello page: "msg: isdbgrid").
+MONGOS_HELLO_MSG = "isdbgrid"
 # MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
 CLIENT_BULK_WRITE_WIRE_VERSION = 25
 FAKE_SERVER = "mongomock (in-memory, for development)"
@@ -74,8 +72,11 @@ def search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
             # MongoDB always codes its errors (mongod gives even mongot's uncoded ones code 8); an
             # uncoded refusal comes from a server that only speaks the protocol and knows no search.
             message = str((exc.details or {}).get("errmsg") or exc)
-            logger.warning("the server refused a search command without an error code (%s): treating it as "
-                           "a server without Atlas Search; semantic searches rank locally", message)
+            logger.warning(
+                "the server refused a search command without an error code (%s): treating it as "
+                "a server without Atlas Search; semantic searches rank locally",
+                message,
+            )
             return False, f"server has no Atlas Search (uncoded answer: {message})"
     if fake and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         # mongomock and its async wrappers know no search stages or commands.
@@ -90,17 +91,20 @@ def server_probe_plan(*, fake: bool, has_client_bulk: bool, local: bool = False)
     mongot is unreachable (code 125) or the user may not list search indexes (13).
     ``local``: the fake is the persistent local store, which ``server_version`` names.
     """
-    version, wire = (LOCAL_SERVER if local else FAKE_SERVER), 0
+    version, wire, sharded = (LOCAL_SERVER if local else FAKE_SERVER), 0, False
     if not fake:  # mongomock answers no server commands
         info = yield ServerCommand("buildInfo")
         version = str(info.get("version", "?"))
-        wire = int((yield ServerCommand("hello")).get("maxWireVersion", 0))
+        hello = yield ServerCommand("hello")
+        wire = int(hello.get("maxWireVersion", 0))
+        sharded = hello.get("msg") == MONGOS_HELLO_MSG
     return Capabilities(
         server_version=version,
         fake=fake,
         vector_search=False,
         client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
         detail="search not asked",
+        sharded=sharded,
     )
 
 
@@ -118,9 +122,13 @@ def _index_state(found: list[dict[str, Any]], index_name: str, now: datetime) ->
     mine = [d for d in found if d.get("name") == index_name]
     if not mine:
         names = sorted(str(d.get("name")) for d in found)
-        return "MISSING", False, (
-            f"there is no vector search index {index_name!r} on the vectors collection "
-            f"(found: {', '.join(names) or 'none'}); run setup() to create it"
+        return (
+            "MISSING",
+            False,
+            (
+                f"there is no vector search index {index_name!r} on the vectors collection "
+                f"(found: {', '.join(names) or 'none'}); run setup() to create it"
+            ),
         )
     doc = mine[0]
     status = str(doc.get("status", "?"))
@@ -175,10 +183,21 @@ def search_probe_plan(
     if mode == "atlas":
         if not queryable:
             raise VectorIndexError(f"{why}; vector_search='atlas' does not fall back to local ranking")
-        return replace(server, vector_search=True, search_commands=True, index_status=status,
-                       detail="vector_search='atlas' set in index config")
-    caps = replace(server, vector_search=queryable, search_commands=True, index_status=status,
-                   recheck=not queryable, detail=why if queryable else why + ": ranking locally until it can")
+        return replace(
+            server,
+            vector_search=True,
+            search_commands=True,
+            index_status=status,
+            detail="vector_search='atlas' set in index config",
+        )
+    caps = replace(
+        server,
+        vector_search=queryable,
+        search_commands=True,
+        index_status=status,
+        recheck=not queryable,
+        detail=why if queryable else why + ": ranking locally until it can",
+    )
     if not queryable and (previous is None or previous.index_status != status):
         logger.warning("%s", caps.detail)
     return caps

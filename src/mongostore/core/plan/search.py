@@ -27,17 +27,20 @@ MAX_CANDIDATES = 10_000
 VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
 
 
-def local_candidate_reads(op: SearchOp, cutoff: datetime | None, with_vectors: bool = True) -> list[Step]:
+def local_candidate_reads(
+    op: SearchOp, cutoff: datetime | None, with_vectors: bool = True, sharded: bool = False
+) -> list[Step]:
     """The items under the prefix that pass the filter (ids, listed hashes, and the date that
     orders unscored items) and, unless the store's vector cache already holds the prefix,
-    every vector under it."""
-    filt = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+    every vector under it. ``sharded``: both reads carry the prefix's shard-key range
+    (``queries.sharding``)."""
+    filt = q.search_filter(op.namespace_prefix, op.filter, cutoff, sharded)
     reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1, "updated_at": 1}, batch_size=LARGE_BATCH)]
     if with_vectors:
         reads.append(
             Find(
                 "vectors",
-                q.vector_candidates_filter(op.namespace_prefix, cutoff),
+                q.vector_candidates_filter(op.namespace_prefix, cutoff, sharded),
                 VECTOR_PROJECTION,
                 batch_size=LARGE_BATCH,
             )
@@ -81,7 +84,7 @@ def local_search_plan(
         held = {vector_id(iid, f): (iid, h) for iid, _, f, h in page if f is not None and h is not None}
         reads: list[Step] = [Find("items", {"_id": {"$in": [p[0] for p in page]}}, {**ITEM_PROJECTION, "_id": 1})]
         if held:
-            check: dict[str, Any] = {"_id": {"$in": list(held)}}
+            check: dict[str, Any] = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
             if ctx.expiry_cutoff is not None:
                 check = {"$and": [check, q.not_expired(ctx.expiry_cutoff)]}
             reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
@@ -146,7 +149,13 @@ def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, 
         docs = yield Aggregate(
             "items",
             unscored_pipeline(
-                op.namespace_prefix, op.filter, ctx.vectors_collection, ctx.expiry_cutoff, skip, op.limit - len(page)
+                op.namespace_prefix,
+                op.filter,
+                ctx.vectors_collection,
+                ctx.expiry_cutoff,
+                skip,
+                op.limit - len(page),
+                sharded=ctx.sharded,
             ),
         )
         page.extend((d, None) for d in docs)

@@ -29,10 +29,12 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Probe,
     ServerInfo,
+    ShardCollection,
+    ShardKeys,
     Sleep,
     UpdateSearchIndex,
 )
-from mongostore.errors import VectorIndexError
+from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")
 
@@ -72,8 +74,18 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     with progress in the log) until the index is ``READY`` on the wanted definition:
     during a rebuild mongot reports ``queryable: true`` and the new ``latestDefinition``
     while queries still run on the old one, so ``queryable`` alone is not enough.
+
+    Behind mongos (``Capabilities.sharded``) it first reads the collections' shard keys
+    and refuses one the store cannot target (``cluster_checks``), creates ``path_key``
+    non-unique, and never shards a collection itself (docs/scaling.md).
     """
-    yield CreateIndexes("items", tuple(q.item_indexes()))
+    server: Capabilities = yield ServerInfo()
+    specs = q.item_indexes(sharded=server.sharded)
+    if server.sharded:
+        yield from cluster_checks(with_vectors=index is not None)
+        yield from _path_key_on_cluster(specs[0])
+        specs = specs[1:]
+    yield CreateIndexes("items", tuple(specs))
     if index is None:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
@@ -82,7 +94,6 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         _refuse_atlas_only(index, "vector_search='local' set in index config")
         logger.info("vector_search='local' set in index config: searches rank locally")
         return None
-    server: Capabilities = yield ServerInfo()
     wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
     try:
@@ -100,7 +111,10 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     if text_index is not None:  # hybrid's $search index: the same READY rule as the vector index
         text_name, text_wanted = text_index
         yield from wait_until_ready(
-            text_name, "search index", lambda latest: latest == text_wanted, index.setup_timeout,
+            text_name,
+            "search index",
+            lambda latest: latest == text_wanted,
+            index.setup_timeout,
             _recreate_advice(text_name),
         )
     if not (yield from _create_or_update(index, existing, wanted, server)):
@@ -116,6 +130,95 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     )
     yield Probe(index.index_name, refresh=True)  # searches use the index from now on
     return None
+
+
+def cluster_checks(with_vectors: bool) -> Plan:
+    """Behind mongos: read the collections' shard keys (``config.collections``) and refuse one
+    the store cannot target, with the command that fixes it; log the others' verdicts.
+
+    Returns ``{role: (key, verdict, advice)}``. A cluster whose catalog cannot be read
+    (no privilege on ``config``) is taken as it is, with a warning.
+    """
+    try:
+        keys = yield ShardKeys()
+    except OperationFailure as exc:
+        logger.warning("could not read the shard keys from config.collections (%s): not checked", exc)
+        return {}
+    verdicts: dict[str, tuple[Any, str, str]] = {}
+    for role, key in keys.items():
+        if role == "vectors" and not with_vectors:
+            continue
+        verdict, advice = q.shard_key_verdict(role, key)
+        verdicts[role] = (key, verdict, advice)
+        if verdict == "unsupported":
+            raise ConfigurationError(f"the {role} collection is sharded on {key}: {advice}")
+        logger.info("sharded cluster: %s collection %s (%s): %s", role, key or "unsharded", verdict, advice)
+    return verdicts
+
+
+CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
+
+
+def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
+    """Shard the store's unsharded collections on the recommended keys (``{_id: 1}``,
+    ``{item_id: 1}``), or hashed ones: the explicit opt-in ``shard_collections()``.
+
+    Behind mongos only; collections already sharded are left as they are (an unsupported
+    key is refused, as in ``setup()``). Returns ``{role: key}`` of the collections it sharded.
+    Run ``setup()`` first: the ranged vectors key needs the ``item_id`` index it creates.
+    """
+    server: Capabilities = yield ServerInfo()
+    if not server.sharded:
+        raise ConfigurationError(
+            "shard_collections() needs a sharded cluster: this server is not mongos (hello has no msg: 'isdbgrid')"
+        )
+    verdicts = yield from cluster_checks(with_vectors)
+    if not verdicts:
+        raise ConfigurationError(
+            "could not read the collections' shard keys from config.collections: shard them yourself "
+            "(docs/scaling.md has the commands)"
+        )
+    done: dict[str, dict[str, Any]] = {}
+    for role, (_key, verdict, _advice) in verdicts.items():
+        if verdict != "unsharded":
+            continue
+        key = {q.KEY_FIELD[role]: "hashed" if hashed else 1}
+        try:
+            yield ShardCollection(role, key)
+        except OperationFailure as exc:
+            if exc.code not in CANNOT_SHARD_CODES:
+                raise
+            raise ConfigurationError(
+                f"could not shard the {role} collection on {key}: {exc}. A store set up before on a replica set "
+                "has a unique path_key: drop it (db.<items>.dropIndex('path_key')), run setup() through mongos, "
+                "then shard_collections() again (docs/scaling.md)"
+            ) from exc
+        logger.info("sharded the %s collection on %s", role, key)
+        done[role] = key
+    return done
+
+
+# An index of that name exists with other options / other keys.
+INDEX_CONFLICT_CODES = frozenset({85, 86})
+
+
+def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
+    """``path_key`` behind mongos: non-unique. A deployment from before keeps its unique one
+    (possible only while the items collection is unsharded): left as it is, with the
+    migration in the log, since ``shardCollection`` refuses a collection that has it."""
+    try:
+        yield CreateIndexes("items", (spec,))
+    except OperationFailure as exc:
+        if exc.code not in INDEX_CONFLICT_CODES:
+            raise
+        logger.warning(
+            "the items collection keeps its unique index %r from before (%s); to shard it, drop that index first "
+            "(db.<items>.dropIndex(%r)), run setup() again (it creates it non-unique), then shardCollection "
+            "(docs/scaling.md, 'Migrating a deployment that has the unique index')",
+            spec.name,
+            exc,
+            spec.name,
+        )
 
 
 def _no_search(exc: Exception, index: IndexSettings, server: Capabilities) -> str | None:

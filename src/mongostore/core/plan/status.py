@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pymongo.errors import OperationFailure
+
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
@@ -18,6 +20,7 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
+    ShardKeys,
     Step,
     Write,
     WriteOutcome,
@@ -41,9 +44,25 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
-    (unscored by semantic search until their next put re-embeds them).
+    (unscored by semantic search until their next put re-embeds them). ``cluster``: behind
+    mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
+    cluster: dict[str, Any] | None = None
+    if caps.sharded:
+        try:
+            keys = yield ShardKeys()
+        except OperationFailure as exc:  # no privilege to read config.collections
+            cluster = {"mongos": True, "shard_keys": {}, "detail": f"could not read config.collections: {exc}"}
+        else:
+            cluster = {
+                "mongos": True,
+                "shard_keys": {
+                    role: dict(zip(("key", "verdict", "advice"), (key, *q.shard_key_verdict(role, key)), strict=True))
+                    for role, key in keys.items()
+                    if role == "items" or index is not None
+                },
+            }
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
@@ -70,6 +89,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
         "vector_search_index": search_index,
         "items_missing_vectors": missing,
         "detail": caps.detail,
+        "cluster": cluster,  # None off mongos; else the shard keys and whether they are the recommended ones
     }
 
 

@@ -6,10 +6,11 @@ as *values* under operators this module wrote itself: field names and operators
 from a filter are checked against an allow-list first, and namespace labels are
 ``re.escape``-d before they go into a ``$regex``.
 
-The builders live in five modules: ``namespaces`` (prefix and expiry filters, the
+The builders live in six modules: ``namespaces`` (prefix and expiry filters, the
 list_namespaces pipeline), ``filters`` (the search filter's allow-list), ``vector_search``
-(the ``$vectorSearch`` pipeline and its pre-filter), ``writes`` (write requests) and
-``indexes`` (index specs and the vector index definition). Import them from here.
+(the ``$vectorSearch`` pipeline and its pre-filter), ``writes`` (write requests),
+``indexes`` (index specs and the vector index definition) and ``sharding`` (shard-key
+ranges and targeted writes behind mongos). Import them from here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ from mongostore.core.queries.namespaces import (
     namespaces_match,
     not_expired,
     prefix_filter,
+)
+from mongostore.core.queries.sharding import (
+    KEY_FIELD,
+    RECOMMENDED_KEYS,
+    SUPPORTED_KEYS,
+    held_vectors_filter,
+    literal_prefix,
+    prefix_range,
+    shard_key_verdict,
+    shard_range_filter,
+    targeted_writes,
+    with_shard_range,
 )
 from mongostore.core.queries.vector_search import (
     FILTER_SCALARS,
@@ -76,6 +89,7 @@ __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "ITEM_SORT",
+    "KEY_FIELD",
     "LITERAL_TYPES",
     "LOGICAL_OPS",
     "MAX_FILTER_DEPTH",
@@ -83,7 +97,9 @@ __all__ = [
     "NEVER",
     "NOT_ARRAY",
     "NS_KEY",
+    "RECOMMENDED_KEYS",
     "SCALARS",
+    "SUPPORTED_KEYS",
     "IndexSpec",
     "Role",
     "WriteRequest",
@@ -93,13 +109,16 @@ __all__ = [
     "filter_field_names",
     "filter_field_values",
     "float32_vector",
+    "held_vectors_filter",
     "item_indexes",
     "list_namespaces_pipeline",
+    "literal_prefix",
     "missing_vectors_pipeline",
     "namespaces_match",
     "not_expired",
     "page_rows",
     "prefix_filter",
+    "prefix_range",
     "prune_vectors_request",
     "put_item_request",
     "put_vector_request",
@@ -107,6 +126,9 @@ __all__ = [
     "retag_vectors_request",
     "scored_page_stages",
     "search_filter",
+    "shard_key_verdict",
+    "shard_range_filter",
+    "targeted_writes",
     "unscored_pipeline",
     "value_filter",
     "vector_candidates_filter",
@@ -114,4 +136,5 @@ __all__ = [
     "vector_indexes",
     "vector_prefilter",
     "vector_search_pipeline",
+    "with_shard_range",
 ]

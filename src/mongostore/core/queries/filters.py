@@ -14,6 +14,7 @@ from bson.regex import Regex
 
 from mongostore.core.codec import unencodable
 from mongostore.core.queries.namespaces import not_expired, prefix_filter
+from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.errors import InvalidFilterError
 
 # Operators of LangGraph's filter contract, plus the safe extensions.
@@ -272,10 +273,16 @@ def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: 
 
 
 def search_filter(
-    namespace_prefix: tuple[str, ...], filter: Mapping[str, Any] | None, now: datetime | None
+    namespace_prefix: tuple[str, ...], filter: Mapping[str, Any] | None, now: datetime | None, sharded: bool = False
 ) -> dict[str, Any]:
-    """The ``find`` filter of a plain search: prefix, value filter, expiry."""
+    """The ``find`` filter of a plain search: prefix, value filter, expiry.
+
+    ``sharded`` (behind mongos): the prefix's ``_id`` range too, so mongos targets the
+    shards that hold it (``queries.sharding``).
+    """
     parts = [prefix_filter(namespace_prefix), value_filter(filter)]
+    if sharded:
+        parts.insert(1, shard_range_filter(namespace_prefix))
     if now is not None:
         parts.append(not_expired(now))
     parts = [p for p in parts if p]

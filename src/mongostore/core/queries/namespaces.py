@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.store.base import MatchCondition
 
 from mongostore.core.codec import namespace_path
+from mongostore.core.queries.sharding import literal_prefix, with_shard_range
 from mongostore.errors import InvalidFilterError
 
 
@@ -68,6 +69,7 @@ def list_namespaces_pipeline(
     now: datetime | None,
     offset: int | None = None,
     limit: int | None = None,
+    sharded: bool = False,
 ) -> list[dict[str, Any]]:
     """Distinct namespaces (truncated to ``max_depth``) that satisfy the conditions.
 
@@ -78,8 +80,13 @@ def list_namespaces_pipeline(
     Each group sorts by the smallest ``ns_key`` of its items: every key in a group
     starts with the key of the group's (truncated) namespace, and a group shorter than
     ``max_depth`` holds exactly that namespace, so the groups come out in tuple order.
+
+    ``sharded`` (behind mongos): the ``_id`` range of the conditions' literal prefix comes
+    first in the ``$match``, so mongos sends the listing only to the shards holding it.
     """
     match: dict[str, Any] = namespaces_match(conditions)
+    if sharded:
+        match = with_shard_range(match, literal_prefix(conditions))
     if now is not None:
         match = {"$and": [match, not_expired(now)]} if match else not_expired(now)
     ns: Any = "$namespace"

@@ -9,6 +9,7 @@ from typing import Any
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
 from mongostore.core.queries.namespaces import not_expired
+from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.core.queries.writes import float32_vector
 
 
@@ -302,9 +303,16 @@ def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
     return sorted(names)
 
 
-def vector_candidates_filter(namespace_prefix: tuple[str, ...], now: datetime | None) -> dict[str, Any]:
-    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes)."""
+def vector_candidates_filter(
+    namespace_prefix: tuple[str, ...], now: datetime | None, sharded: bool = False
+) -> dict[str, Any]:
+    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes).
+
+    ``sharded``: the prefix's ``item_id`` range too, for mongos to target (``queries.sharding``).
+    """
     parts: list[dict[str, Any]] = []
+    if namespace_prefix and sharded:
+        parts.append(shard_range_filter(namespace_prefix, "vectors"))
     if namespace_prefix:
         parts.append({"ns_prefixes": namespace_path(namespace_prefix)})
     if now is not None:
@@ -324,6 +332,7 @@ def unscored_pipeline(
     cutoff: datetime | None,
     skip: int,
     limit: int,
+    sharded: bool = False,
 ) -> list[dict[str, Any]]:
     """Items under the prefix that pass the filter and have no valid vector, newest first.
 
@@ -332,7 +341,7 @@ def unscored_pipeline(
     delete or sweep that raced a re-put of the same text).
     """
     pipeline: list[dict[str, Any]] = []
-    base = search_filter(namespace_prefix, filter, cutoff)
+    base = search_filter(namespace_prefix, filter, cutoff, sharded)
     if base:
         pipeline.append({"$match": base})
     pipeline += [

@@ -127,6 +127,11 @@ def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], li
                 f"{missing} item(s) list texts whose vectors are missing (a failed or raced write): semantic "
                 "search returns them unscored until they are put again; `mongostore reindex` repairs them"
             )
+    for role, verdict in ((status.get("cluster") or {}).get("shard_keys") or {}).items():
+        if verdict.get("verdict") == "unsupported":
+            problems.append(f"the {role} collection's shard key: {verdict.get('advice')}")
+        elif verdict.get("verdict") == "supported":
+            info.append(f"the {role} collection's shard key {verdict.get('key')}: {verdict.get('advice')}")
     return problems, info, unvectored
 
 
@@ -153,6 +158,18 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     if status["vectors"] is not None:
         rows.append(("vectors", f"{status['vectors']:,}"))
     rows.append(("client bulk write", "yes (MongoDB 8.0+: one round trip)" if status["client_bulk_write"] else "no"))
+    rows.extend(_cluster_rows(status.get("cluster")))
+    return rows
+
+
+def _cluster_rows(cluster: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """Behind mongos: the cluster, and each collection's shard key with its verdict (docs/scaling.md)."""
+    if not cluster:
+        return []
+    rows = [("cluster", "sharded (mongos)")]
+    for role, info in cluster.get("shard_keys", {}).items():
+        key = info.get("key") or "unsharded"
+        rows.append((f"{role} shard key", f"{key}: {info.get('verdict')} ({info.get('advice')})"))
     return rows
 
 
