@@ -14,6 +14,7 @@ from mongostore.aio import AsyncMongoStore
 from mongostore.config import MongoIndexConfig
 from mongostore.errors import (
     ConfigurationError,
+    DamagedStoreFileError,
     InvalidFilterError,
     InvalidValueError,
     MongoStoreError,
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncMongoStore",
     "ConfigurationError",
+    "DamagedStoreFileError",
     "InvalidFilterError",
     "InvalidNamespaceError",
     "InvalidValueError",

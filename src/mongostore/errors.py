@@ -13,7 +13,8 @@ The tree (every class is importable from ``mongostore``)::
         ├── PipelineError (ValueError)          an analytics pipeline stage that could leave its scope
         ├── WriteError                          the server rejected some writes of a batch; the others landed
         ├── ServerUnreachableError (ConnectionError)  no server at the URI: refused, unknown host, no SRV record
-        └── VectorIndexError                    the Atlas vector index failed or was not queryable in time
+        ├── VectorIndexError                    the Atlas vector index failed or was not queryable in time
+        └── DamagedStoreFileError (RuntimeError) the local store's file is not whole; left untouched
 
 pymongo's own errors (``ConnectionFailure``, ``OperationFailure``...) pass through
 unchanged unless we can add meaning, in which case they are chained with ``from``.
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Sequence
 
 __all__ = [
     "ConfigurationError",
+    "DamagedStoreFileError",
     "InvalidFilterError",
     "InvalidValueError",
     "MongoStoreError",
@@ -108,3 +110,17 @@ class ServerUnreachableError(MongoStoreError, ConnectionError):
     """No MongoDB server at the URI: every host refused the connection, is unknown, or
     an SRV name has no record. Raised at once, in one line, where pymongo would wait its
     whole server-selection timeout (30 s) and then print its topology."""
+
+
+class DamagedStoreFileError(MongoStoreError, RuntimeError):
+    """The local store's file (``MongoStore.local``) is not a whole file of the store: empty,
+    cut short, or not ours. It was left untouched; the message says how to move it aside."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"the local store file {path} is damaged or not a mongostore local store ({reason}); "
+            f"it was left untouched. Move it aside to start an empty store (mv {path} {path}.damaged), "
+            "or put back a copy from a backup or a `mongostore export`"
+        )

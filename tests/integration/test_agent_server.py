@@ -3,9 +3,12 @@
 The slow test starts ``langgraph dev`` (``langgraph-cli[inmem]``) on a loopback
 port with ``examples/langgraph.json``, whose ``"store": {"path":
 "mongostore.tools.server.make_store"}`` replaces the server's own store, then drives it
-with ``langgraph_sdk``: the store API and runs of the example graph. The store is
-in memory inside the server process (``MONGODB_URI=mongomock://``), so the test
-proves the items landed in *our* store through the server itself: the graph's
+with ``langgraph_sdk``: the store API and runs of the example graph. It runs twice:
+on the documented default, no ``MONGODB_URI`` (the local store's file in a temp
+``MONGOSTORE_DATA_DIR``; never with ``--allow-blocking``, so the server's blockbuster
+refuses any blocking call our store makes on its event loop), and in memory
+(``MONGODB_URI=mongomock://``). It proves the items landed in *our* store through the
+server itself: the graph's
 nodes report the class of ``runtime.store``, an item put through the SDK is
 recalled by the graph, SDK searches return similarity scores (the server's
 default in-memory store has no index and returns none), and the server log names
@@ -14,6 +17,7 @@ default in-memory store has no index and returns none), and the server log names
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -29,16 +33,25 @@ from typing import Any
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
+from mongostore.errors import ConfigurationError
 from mongostore.tools.embeddings import HashingEmbeddings
-from mongostore.tools.server import ServerUnreachableError, make_store
+from mongostore.tools.server import ServerUnreachableError, make_store, ttl_from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+TTL_VARIABLES = ("MONGOSTORE_TTL_MINUTES", "MONGOSTORE_TTL_REFRESH_ON_READ", "MONGOSTORE_TTL_SWEEP_MINUTES")
 
 
 @pytest.fixture
 def server_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("MONGODB_URI", "MONGOSTORE_DB", "MONGOSTORE_COLLECTION", "MONGOSTORE_DIMS", "MONGOSTORE_FIELDS"):
+    for name in (
+        "MONGODB_URI",
+        "MONGOSTORE_DB",
+        "MONGOSTORE_COLLECTION",
+        "MONGOSTORE_DIMS",
+        "MONGOSTORE_FIELDS",
+        *TTL_VARIABLES,
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path / "server-data"))  # never the user's own
     monkeypatch.setenv("MONGOSTORE_EMBED", "hashing")
@@ -111,6 +124,73 @@ async def test_factory_rejects_bad_settings(server_env: None, monkeypatch: pytes
             pass
 
 
+def test_ttl_from_the_environment() -> None:
+    assert ttl_from_env({}) is None
+    assert ttl_from_env({"MONGOSTORE_TTL_MINUTES": " 90 "}) == {"default_ttl": 90.0}
+    assert ttl_from_env(
+        {
+            "MONGOSTORE_TTL_MINUTES": "1.5",
+            "MONGOSTORE_TTL_REFRESH_ON_READ": "False",
+            "MONGOSTORE_TTL_SWEEP_MINUTES": "0.5",
+        }
+    ) == {"default_ttl": 1.5, "refresh_on_read": False, "sweep_interval_minutes": 0.5}
+    assert ttl_from_env({"MONGOSTORE_TTL_REFRESH_ON_READ": "yes"}) == {"refresh_on_read": True}
+    for name, raw in (
+        ("MONGOSTORE_TTL_MINUTES", "soon"),
+        ("MONGOSTORE_TTL_MINUTES", "0"),
+        ("MONGOSTORE_TTL_MINUTES", "-5"),
+        ("MONGOSTORE_TTL_MINUTES", "nan"),
+        ("MONGOSTORE_TTL_MINUTES", "inf"),
+        ("MONGOSTORE_TTL_MINUTES", "1e12"),
+        ("MONGOSTORE_TTL_SWEEP_MINUTES", "0"),
+        ("MONGOSTORE_TTL_REFRESH_ON_READ", "maybe"),
+    ):
+        with pytest.raises(ConfigurationError, match=name):
+            ttl_from_env({name: raw})
+
+
+async def test_factory_takes_its_ttl_from_the_environment_and_sweeps_the_local_store(
+    server_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MONGOSTORE_TTL_MINUTES", "0.002")  # 120 ms
+    monkeypatch.setenv("MONGOSTORE_TTL_REFRESH_ON_READ", "false")
+    monkeypatch.setenv("MONGOSTORE_TTL_SWEEP_MINUTES", "0.005")  # every 300 ms
+    async with make_store() as store:
+        assert store.ttl_config == {"default_ttl": 0.002, "refresh_on_read": False, "sweep_interval_minutes": 0.005}
+        await store.aput(("u", "memories"), "short", {"text": "gone soon"})
+        await store.aput(("u", "memories"), "kept", {"text": "stays"}, ttl=None)
+        assert await store.collection.count_documents({}) == 2
+        for _ in range(100):  # the sweeper (the local store has no TTL monitor) deletes it
+            await asyncio.sleep(0.05)
+            if await store.collection.count_documents({}) == 1:
+                break
+        assert [d["key"] for d in await store.collection.find({}, {"key": 1}).to_list()] == ["kept"]
+    again = MongoStore.local(tmp_path)
+    assert again.get(("u", "memories"), "short") is None and again.get(("u", "memories"), "kept") is not None
+
+
+async def test_factory_without_ttl_variables_has_no_ttl(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONGODB_URI", "mongomock://")
+    async with make_store() as store:
+        assert store.ttl_config is None
+        await store.aput(("u",), "k", {"text": "x"})
+        got = await store.aget(("u",), "k")
+        assert got is not None
+
+
+async def test_factory_refuses_a_bad_ttl_before_opening_anything(
+    server_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    data = tmp_path / "never-made"
+    monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(data))
+    monkeypatch.setenv("MONGOSTORE_TTL_MINUTES", "a week")
+    with pytest.raises(ConfigurationError, match="MONGOSTORE_TTL_MINUTES must be a number of minutes"):
+        async with make_store():
+            pass
+    assert not data.exists()
+
+
 # --------------------------------------------------------------------------- langgraph dev + langgraph_sdk
 
 
@@ -139,17 +219,25 @@ def _free_port() -> int:
 
 
 class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path, backend: str, data_dir: Path | None) -> None:
         self.proc = proc
         self.url = url
         self.log = log
+        self.backend = backend
+        self.data_dir = data_dir
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture
-def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
+#: ``local``: the documented default, no ``MONGODB_URI`` (the persistent local store in a temp
+#: ``MONGOSTORE_DATA_DIR``, with a TTL from the environment); ``mongomock``: in memory.
+BACKENDS = ("local", "mongomock")
+
+
+@pytest.fixture(params=BACKENDS)
+def langgraph_dev(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    backend: str = request.param
     cli = _langgraph_cli()
     if cli is None or not _has_inmem_server():
         pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
@@ -163,8 +251,13 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
     env.pop("MONGODB_URI", None)
+    data_dir: Path | None = None
+    if backend == "mongomock":
+        env["MONGODB_URI"] = "mongomock://"
+    else:
+        data_dir = tmp_path / "data"  # never the user's own; made by the server's first store call
+        env.update(MONGOSTORE_DATA_DIR=str(data_dir), MONGOSTORE_TTL_MINUTES="600")
     env.update(
-        MONGODB_URI="mongomock://",
         MONGOSTORE_EMBED="hashing",  # fast and deterministic; the server runs MiniLM the same way
         LANGSMITH_TRACING="false",
         LANGCHAIN_TRACING_V2="false",
@@ -185,6 +278,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
                 "--no-reload",
                 "--config",
                 "examples/langgraph.json",
+                # never --allow-blocking: the server must refuse nothing our store does on its loop
             ],
             cwd=workdir,
             env=env,
@@ -192,7 +286,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Server]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = Server(proc, f"http://127.0.0.1:{port}", log)
+    server = Server(proc, f"http://127.0.0.1:{port}", log, backend, data_dir)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -275,4 +369,16 @@ async def test_agent_server_uses_mongostore(langgraph_dev: Server, client: Any) 
 
     log = langgraph_dev.output()
     assert "Using custom store: <mongostore.aio.AsyncMongoStore" in log
-    assert "Traceback" not in log
+    assert "Traceback" not in log and "BlockingError" not in log
+
+    if langgraph_dev.data_dir is not None:
+        # A per-item TTL through the SDK (the /store API passes ttl=None when none is given:
+        # never expires, as LangGraph's stores read it); MONGOSTORE_TTL_MINUTES is in the log.
+        await client.store.put_item(["bob"], key="short", value={"text": "brief"}, ttl=5)
+        assert "mongostore: local store" in log and "TTL: default 600 min" in log
+        # The items are in the local store's file, where the CLI reads them.
+        local = MongoStore.local(langgraph_dev.data_dir)
+        texts = sorted(i.value["text"] for i in local.search(("alice",), limit=10))
+        assert texts == ["I work as a nurse", "My sister lives in Lisbon"]
+        stored = local.collection.find_one({"key": "short"})
+        assert stored is not None and stored["ttl_minutes"] == 5 and "expires_at" in stored

@@ -9,8 +9,10 @@ is one entry of ``HANDLERS``, the twin of ``drivers.sync.HANDLERS``. No thread p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -52,7 +54,8 @@ T = TypeVar("T")
 async def run_async(plan: Plan, io: AsyncIO) -> Any:
     """Drive a plan to completion with asyncio I/O, inside one unit of work of the backend;
     ``Parallel`` steps run concurrently."""
-    with io.backend.unit():
+    aunit = io.backend.aunit
+    async with aunit() if aunit is not None else _held(io.backend.unit):
         try:
             step = next(plan)
             while True:
@@ -64,6 +67,12 @@ async def run_async(plan: Plan, io: AsyncIO) -> Any:
                     step = plan.send(answer)
         except StopIteration as stop:
             return stop.value
+
+
+@contextlib.asynccontextmanager
+async def _held(unit: Callable[[], AbstractContextManager[Any]]) -> AsyncIterator[None]:
+    with unit():
+        yield
 
 
 def _is_motor(client: Any) -> bool:

@@ -12,6 +12,9 @@ A store's driver asks its ``Backend`` instead of guessing from the collection's 
   operation is one transaction of the engine: a lock for an engine that is not
   thread-safe, the file's lock-load-save for the local store (one save per operation).
   Reentrant: a plan's driver may run a probe plan inside it.
+- ``aunit()``: the same unit for the async driver, when holding ``unit()`` would block the
+  event loop (the local file: its lock and file I/O run on the engine's thread); None:
+  the async driver holds ``unit()``.
 
 ``backend_for`` gives the backend of a collection a user passed (a pymongo or Motor
 collection: a server; a mongomock one: emulated, its operations serialised by a lock
@@ -26,7 +29,7 @@ import importlib
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +43,7 @@ class Backend:
     local_file: bool = False
     threads: bool = True
     unit: Callable[[], AbstractContextManager[Any]] = field(default=contextlib.nullcontext, compare=False)
+    aunit: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, compare=False)
 
 
 SERVER = Backend()

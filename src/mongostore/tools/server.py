@@ -33,6 +33,21 @@ variable                   meaning                                              
 ``MONGOSTORE_FIELDS``      comma-separated value paths to embed (``text,tags[*]``)    ``$`` (the whole value)
 =========================  =========================================================  ==========================
 
+The TTL (read by the Agent Server only; the CLI takes ``--ttl`` per put), LangGraph's
+``TTLConfig`` keys, in minutes:
+
+- ``MONGOSTORE_TTL_MINUTES``: ``default_ttl``, minutes until an item put without a ``ttl``
+  expires (default: no TTL);
+- ``MONGOSTORE_TTL_REFRESH_ON_READ``: ``refresh_on_read``, ``true``/``false`` (default true);
+- ``MONGOSTORE_TTL_SWEEP_MINUTES``: ``sweep_interval_minutes``, how often expired items are
+  deleted where no TTL monitor runs (default 5).
+
+The Agent Server calls ``make_store()`` with no arguments and skips its own TTL
+sweeper for a custom store, so the TTL comes from these variables.
+MongoDB deletes expired items itself (its TTL monitor, about once a minute); the
+local and ``mongomock://`` stores have no TTL monitor, so when any ``MONGOSTORE_TTL_*``
+variable is set ``make_store`` starts the store's sweeper on them.
+
 Every process that writes to a collection must use the same embedder, dims and
 fields; after changing them, run ``mongostore reindex``.
 """
@@ -42,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,6 +71,9 @@ from mongostore.tools.settings import (
     ENV_EMBED,
     ENV_FIELDS,
     ENV_TIMEOUT,
+    ENV_TTL_MINUTES,
+    ENV_TTL_REFRESH_ON_READ,
+    ENV_TTL_SWEEP_MINUTES,
     ENV_URI,
     IN_MEMORY_URI,
     KNOWN_DIMS,
@@ -69,6 +87,7 @@ from mongostore.tools.settings import (
     redact_uri,
     resolve_embeddings,
     split_fields,
+    ttl_from_env,
 )
 
 __all__ = [
@@ -79,6 +98,9 @@ __all__ = [
     "ENV_EMBED",
     "ENV_FIELDS",
     "ENV_TIMEOUT",
+    "ENV_TTL_MINUTES",
+    "ENV_TTL_REFRESH_ON_READ",
+    "ENV_TTL_SWEEP_MINUTES",
     "ENV_URI",
     "IN_MEMORY_URI",
     "KNOWN_DIMS",
@@ -91,6 +113,7 @@ __all__ = [
     "redact_uri",
     "resolve_embeddings",
     "split_fields",
+    "ttl_from_env",
 ]
 
 logger = logging.getLogger("mongostore")
@@ -108,6 +131,9 @@ async def make_store() -> AsyncIterator[BaseStore]:
     ``MONGOSTORE_DATA_DIR``, shared with the ``mongostore`` CLI); ``mongomock://`` is
     in memory and lost on restart. An unreachable server fails at once with one line
     (``ServerUnreachableError``), not a driver traceback after its whole timeout.
+
+    ``MONGOSTORE_TTL_*`` give the store its ``ttl=``; on the local and in-memory stores
+    (no TTL monitor) the store's sweeper then runs until the server stops.
     """
     from pymongo.errors import ConnectionFailure
 
@@ -116,15 +142,23 @@ async def make_store() -> AsyncIterator[BaseStore]:
     settings = StoreSettings.from_env()
     index, description = settings.index()
     timeout = _timeout(os.environ)
-    logger.info("mongostore: %s; embeddings: %s", settings.label(), description)
+    ttl = ttl_from_env()
+    logger.info("mongostore: %s; embeddings: %s; TTL: %s", settings.label(), description, _describe_ttl(ttl))
     if settings.embedded:
-        kwargs: dict[str, Any] = {"index": index, "db_name": settings.db, "collection_name": settings.collection}
+        kwargs: dict[str, Any] = {
+            "index": index,
+            "ttl": ttl,
+            "db_name": settings.db,
+            "collection_name": settings.collection,
+        }
         if settings.local:
             embedded = AsyncMongoStore.local(settings.local_dir(), **kwargs)
         else:
             embedded = AsyncMongoStore.in_memory(**kwargs)
         async with embedded:
             await embedded.setup()
+            if ttl is not None:  # no TTL monitor here: the store sweeps (stopped when the block exits)
+                await embedded.start_ttl_sweeper()
             yield embedded
         return
     assert settings.uri is not None
@@ -142,6 +176,7 @@ async def make_store() -> AsyncIterator[BaseStore]:
         db_name=settings.db,
         collection_name=settings.collection,
         index=index,
+        ttl=ttl,
         serverSelectionTimeoutMS=ms,
         connectTimeoutMS=ms,
     ) as store:
@@ -152,3 +187,14 @@ async def make_store() -> AsyncIterator[BaseStore]:
             logger.error("mongostore: %s", message)
             raise ServerUnreachableError(message) from None
         yield store
+
+
+def _describe_ttl(ttl: Mapping[str, Any] | None) -> str:
+    if ttl is None:
+        return f"none (set {ENV_TTL_MINUTES} for a default TTL)"
+    parts = [
+        f"default {ttl['default_ttl']:g} min" if ttl.get("default_ttl") else "no default (per-item ttl only)",
+        f"refresh on read {'on' if ttl.get('refresh_on_read', True) else 'off'}",
+        f"sweep every {ttl.get('sweep_interval_minutes', 5):g} min where no TTL monitor runs",
+    ]
+    return ", ".join(parts)

@@ -12,12 +12,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from langchain_core.embeddings import Embeddings
+from langgraph.store.base import TTLConfig
 
-from mongostore.config import MongoIndexConfig
+from mongostore.config import MAX_TTL_MINUTES, MongoIndexConfig
 from mongostore.drivers.connect import probe_server as _probe_server
 from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.errors import ConfigurationError, ServerUnreachableError
@@ -33,6 +34,9 @@ __all__ = [
     "ENV_EMBED",
     "ENV_FIELDS",
     "ENV_TIMEOUT",
+    "ENV_TTL_MINUTES",
+    "ENV_TTL_REFRESH_ON_READ",
+    "ENV_TTL_SWEEP_MINUTES",
     "ENV_URI",
     "IN_MEMORY_URI",
     "KNOWN_DIMS",
@@ -44,6 +48,7 @@ __all__ = [
     "redact_uri",
     "resolve_embeddings",
     "split_fields",
+    "ttl_from_env",
 ]
 
 logger = logging.getLogger("mongostore")
@@ -60,6 +65,11 @@ ENV_FIELDS = "MONGOSTORE_FIELDS"
 #: ``$`` embeds the whole value as JSON.
 DEFAULT_FIELDS: tuple[str, ...] = ("text",)
 ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
+#: The Agent Server's TTL (``langgraph_api`` calls ``make_store()`` with no arguments): LangGraph's
+#: ``TTLConfig`` keys, every duration in minutes.
+ENV_TTL_MINUTES = "MONGOSTORE_TTL_MINUTES"
+ENV_TTL_REFRESH_ON_READ = "MONGOSTORE_TTL_REFRESH_ON_READ"
+ENV_TTL_SWEEP_MINUTES = "MONGOSTORE_TTL_SWEEP_MINUTES"
 IN_MEMORY_URI = "mongomock://"
 DEFAULT_TIMEOUT = 10.0
 
@@ -200,9 +210,7 @@ def _parse_dims(raw: str | None) -> int | None:
     return value
 
 
-_PATH_SEGMENT = re.compile(
-    r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$"
-)
+_PATH_SEGMENT = re.compile(r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{},*]+)(?:\[(?:-?\d+|\*)\])*$")
 
 
 def check_field_path(path: str, what: str = "field path") -> str:
@@ -359,3 +367,46 @@ def _timeout(env: Mapping[str, str]) -> float:
     if not value > 0 or value == float("inf"):
         raise ConfigurationError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}")
     return value
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _env_minutes(raw: str, name: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_TTL_MINUTES:  # NaN and inf fail too
+        raise ConfigurationError(
+            f"{name} must be a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years), got {raw!r}"
+        )
+    return value
+
+
+def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
+    """The store's ``ttl=`` from ``MONGOSTORE_TTL_*``; None when none of them is set.
+
+    ``MONGOSTORE_TTL_MINUTES`` is ``default_ttl`` (items put without a ``ttl`` expire after
+    it), ``MONGOSTORE_TTL_REFRESH_ON_READ`` is ``refresh_on_read`` (``true``/``false``,
+    default true), ``MONGOSTORE_TTL_SWEEP_MINUTES`` is ``sweep_interval_minutes`` (how often
+    the Agent Server sweeps a backend without a TTL monitor; default 5). Each is checked
+    here, by name, before anything is opened.
+    """
+    env = os.environ if environ is None else environ
+    minutes = (env.get(ENV_TTL_MINUTES) or "").strip()
+    refresh = (env.get(ENV_TTL_REFRESH_ON_READ) or "").strip().lower()
+    sweep = (env.get(ENV_TTL_SWEEP_MINUTES) or "").strip()
+    if not (minutes or refresh or sweep):
+        return None
+    config: dict[str, Any] = {}
+    if minutes:
+        config["default_ttl"] = _env_minutes(minutes, ENV_TTL_MINUTES)
+    if refresh:
+        if refresh not in _TRUE | _FALSE:
+            raise ConfigurationError(f"{ENV_TTL_REFRESH_ON_READ} must be true or false, got {refresh!r}")
+        config["refresh_on_read"] = refresh in _TRUE
+    if sweep:
+        config["sweep_interval_minutes"] = _env_minutes(sweep, ENV_TTL_SWEEP_MINUTES)
+    return cast(TTLConfig, config)  # LangGraph types the sweep interval int; minutes may be fractions

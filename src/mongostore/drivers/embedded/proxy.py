@@ -176,6 +176,10 @@ class LocalDatabase:
         self.name = engine.db_name
 
     @property
+    def engine(self) -> LocalFile:
+        return self._engine
+
+    @property
     def client(self) -> Any:
         return self._engine.client
 

@@ -1,7 +1,8 @@
 """``MongoStore.local`` / ``AsyncMongoStore.local``: plain stores whose backend is the local file.
 
 Their ``Backend``'s unit of work is the file's transaction (lock, reload if changed, run,
-save once if written): the drivers hold it around each whole plan, sync and async alike.
+save once if written): the drivers hold it around each whole plan, sync and async alike;
+the async driver holds ``atransaction``, which does all of it on the engine's thread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from mongostore.drivers.embedded.proxy import local_collections
 
 
 def local_backend(engine: LocalFile) -> Backend:
-    return Backend(name="local file", emulated=True, local_file=True, threads=False, unit=engine.transaction)
+    return Backend(
+        name="local file",
+        emulated=True,
+        local_file=True,
+        threads=False,
+        unit=engine.transaction,
+        aunit=engine.atransaction,
+    )
 
 
 def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
@@ -31,8 +39,8 @@ def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_na
 def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
     """``AsyncMongoStore.local``: each operation is one transaction of the file.
 
-    The lock is a blocking one: while another process holds it (a long CLI import),
-    the event loop waits. A development store: fine; a server is MongoDB.
+    The lock, the file I/O and every engine call run on the engine's thread: the event
+    loop never blocks, even while another process holds the lock (a long CLI import).
     """
     from mongostore.aio import AsyncMongoStore
 
