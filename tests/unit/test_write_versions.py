@@ -101,9 +101,13 @@ def test_wrappers_and_unknown_collections() -> None:
 
 
 async def test_the_async_doubles_report_their_mongomock_version() -> None:
+    """The store's handle on a user's async double (``adapt_collection``): another handle may
+    write the same documents, so no two reads of its version are equal."""
     from mongomock_motor import AsyncMongoMockClient
 
-    coll = AsyncMongoMockClient()["db"]["c"]
+    from mongostore.drivers.mongomock_compat import adapt_collection
+
+    coll = adapt_collection(AsyncMongoMockClient()["db"]["c"])
     before = write_version(coll)
     assert isinstance(before, int)
     await coll.insert_one({"_id": 1})
