@@ -168,7 +168,7 @@ def _rewrite(value: Any, epoch: Any) -> Any:
             return {"$cond": [{"$isNumber": expr}, {"$toLong": expr}, {"$subtract": [expr, epoch]}]}
     out = None
     for k, v in value.items():
-        if type(v) is dict or type(v) is list:
+        if (type(v) is dict and "$literal" not in v) or type(v) is list:
             r = _rewrite(v, epoch)
             if r is not _UNCHANGED:
                 if out is None:
