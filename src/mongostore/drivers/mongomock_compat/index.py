@@ -139,10 +139,11 @@ class _Lookup:
                 fm.drop(key)
 
     def field(self, name: str) -> _FieldMap:
+        """The field map of ``name`` (called under ``lock`` and mongomock's reader lock)."""
         fm = self.fields.get(name)
         if fm is None:
             fm = _FieldMap()
-            for key, doc in list(self.docs.items()):
+            for key, doc in self.docs.items():
                 fm.put(key, _filed_values(doc, name))
             self.fields[name] = fm
         return fm
@@ -227,7 +228,10 @@ def candidates(store: Any, filt: Any) -> list[Any] | None:
         return None
     lk = lookup(store, create=True)
     assert lk is not None
-    with lk.lock:
+    # Under mongomock's reader lock, as its own scan reads (then the index's: the same order
+    # as a write's, which files under the writer lock): another thread's set or delete is
+    # wholly before or wholly after.
+    with store._rwlock.reader(), lk.lock:
         docs = lk.docs
         best: tuple[int, str, tuple[Any, ...]] | None = None
         for name, values in usable:
@@ -241,6 +245,6 @@ def candidates(store: Any, filt: Any) -> list[Any] | None:
         else:
             keys = lk.field(name).keys(values)
         if len(keys) * 8 > len(docs):
-            return [doc for k, doc in list(docs.items()) if k in keys]
+            return [doc for k, doc in docs.items() if k in keys]
         rank = lk.rank
         return [docs[k] for k in sorted(keys, key=rank.__getitem__)]

@@ -207,15 +207,18 @@ class _OwnStore(_Store):
     (changes 4, 6, 7)."""
 
     def __setitem__(self, key: Any, val: Any) -> None:
-        super().__setitem__(key, val)
-        self._filed(key, val)
+        # mongomock's, filing under its writer lock (readers see the index and documents agree)
+        with self._rwlock.writer():
+            self._documents[key] = val
+            self._filed(key, val)
 
     def __delitem__(self, key: Any) -> None:
-        super().__delitem__(key)
-        bump(self, key)
-        lk = lookup(self, create=False)
-        if lk is not None:
-            lk.drop(key)
+        with self._rwlock.writer():
+            del self._documents[key]
+            bump(self, key)
+            lk = lookup(self, create=False)
+            if lk is not None:
+                lk.drop(key)
 
     def _filed(self, key: Any, doc: Any) -> None:
         """``doc`` (stored under ``key``) was written: index it, note its deadline, new version."""
