@@ -363,22 +363,25 @@ class EngineDatabase(_MockDatabase):
         write_concern: Any = None,
         read_concern: Any = None,
     ) -> Any:
+        options = (codec_options, read_preference, write_concern, read_concern)
+        plain = super().get_collection(name, *options)  # mongomock's checks, and the options applied
         made: dict[str, EngineCollection] = self.__dict__.setdefault("_engine_collections", {})
         coll = made.get(name)
-        if coll is None:
-            plain = super().get_collection(name)  # mongomock's checks of the name and options
-            coll = EngineCollection(
-                self,
-                name=name,
-                _db_store=self._store,
-                read_preference=plain.read_preference,
-                codec_options=plain.codec_options,
-            )
-            coll._own = self._own
-            coll = made.setdefault(name, coll)
-        if codec_options is None and read_preference is None and write_concern is None and read_concern is None:
+        if coll is not None and all(o is None for o in options):
             return coll
-        raise NotImplementedError("the store's mongomock collections take no options")
+        coll = EngineCollection(
+            self,
+            name=name,
+            _db_store=self._store,
+            write_concern=plain.write_concern,
+            read_concern=plain.read_concern,
+            read_preference=plain.read_preference,
+            codec_options=plain.codec_options,
+        )
+        coll._own = self._own
+        if all(o is None for o in options):
+            coll = made.setdefault(name, coll)
+        return coll
 
 
 class EngineClient(_MockClient):
