@@ -18,9 +18,9 @@ _REPLAY_ADB: Any = None
 def _replay_db() -> Any:
     global _REPLAY_DB
     if _REPLAY_DB is None:
-        import mongomock
+        from mongostore.drivers.mongomock_compat import new_client
 
-        _REPLAY_DB = mongomock.MongoClient(tz_aware=True)["replay"]
+        _REPLAY_DB = new_client()["replay"]
     return _REPLAY_DB
 
 
@@ -29,7 +29,9 @@ def _replay_adb() -> Any:
     if _REPLAY_ADB is None:
         from pymongo_async_mock import AsyncMongoMockClient
 
-        _REPLAY_ADB = AsyncMongoMockClient(tz_aware=True)["replay"]
+        from mongostore.drivers.mongomock_compat import new_client
+
+        _REPLAY_ADB = AsyncMongoMockClient(mock_mongo_client=new_client())["replay"]
     return _REPLAY_ADB
 
 

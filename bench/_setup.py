@@ -1,6 +1,6 @@
 """Imported first by every bench module: this checkout's ``src/`` and ``tests/`` go first on
 ``sys.path`` (so the benchmarks measure this copy, not an installed one), and mongomock is
-patched (the store's patches, and one for langgraph-store-mongodb's bare index keys)."""
+patched for langgraph-store-mongodb's bare index keys (the store needs no patch of mongomock)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 for _p in (ROOT / "src", ROOT / "tests"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
-
-
-from mongostore.drivers.mongomock_compat import patch_mongomock  # noqa: E402
-
-patch_mongomock()
 
 
 def _patch_bare_index_keys() -> None:

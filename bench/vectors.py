@@ -109,10 +109,9 @@ class ListCollection:
         from mongomock.aggregate import process_pipeline
         from mongomock.filtering import filter_applies
 
-        from mongostore.drivers.mongomock_compat import patch_mongomock
+        from mongostore.drivers.mongomock_compat.compat import mongodb_expressions
 
-        patch_mongomock()  # MongoDB's $toLong of a date
-        docs, rest = self._docs, pipeline
+        docs, rest = self._docs, mongodb_expressions(pipeline, aware=True)  # MongoDB's $toLong of a date
         if rest and "$match" in rest[0]:
             docs = [d for d in docs if filter_applies(rest[0]["$match"], d)]
             rest = rest[1:]

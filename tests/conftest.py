@@ -34,9 +34,8 @@ from typing import Any
 import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore.drivers.mongomock_compat import patch_mongomock
+from mongostore.drivers.mongomock_compat import in_memory_collection
 
-patch_mongomock()
 sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
 
 MONGODB_URI = os.environ.get("MONGODB_URI")
@@ -218,11 +217,9 @@ async def _async_collection(
         assert request is not None
         return AsyncCollection(_file_collection(request, name))
     if backend == "async-embedded":
-        import mongomock
-
         from mongostore.drivers.embedded import AsyncCollection
 
-        return AsyncCollection(mongomock.MongoClient(tz_aware=True)["test"][name])
+        return AsyncCollection(in_memory_collection("test", name))
     if backend == "async-mock":
         from pymongo_async_mock import AsyncMongoMockClient
 

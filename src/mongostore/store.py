@@ -38,7 +38,7 @@ from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
-from mongostore.drivers.mongomock_compat import in_memory_collection
+from mongostore.drivers.mongomock_compat import adapt_collection, in_memory_collection
 from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
 
@@ -87,6 +87,7 @@ class _StoreConfig:
         vectors_collection: Any | None,
     ) -> tuple[Any, Any | None, Embeddings | None, VectorSearchMode]:
         """Validate the settings (no I/O); returns what the store's I/O driver needs."""
+        collection, vectors_collection = adapt_collection(collection), adapt_collection(vectors_collection)
         self.collection = collection
         self._index = index_settings(index)
         self._ttl = ttl_settings(ttl)

@@ -54,7 +54,7 @@ from bson.binary import Binary
 from pymongo.errors import ClientBulkWriteException, InvalidOperation, OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore.drivers.mongomock_compat import patch_mongomock
+from mongostore.drivers.mongomock_compat import new_client
 
 __all__ = [
     "SCORE_FIELD",
@@ -982,8 +982,7 @@ class AtlasClient:
 
 def atlas_collection(db_name: str = "test", coll_name: str = "memories", **search_opts: Any) -> AtlasCollection:
     """A collection of a fresh fake Atlas database (``search_opts`` go to ``AtlasSearch``)."""
-    patch_mongomock()
-    client: Any = mongomock.MongoClient(tz_aware=True)
+    client: Any = new_client()  # the embedded engine's mongomock: tz-aware, pymongo 4.11+'s calls
     return AtlasDatabase(client[db_name], AtlasSearch(**search_opts))[coll_name]
 
 
@@ -1132,6 +1131,5 @@ def async_atlas_collection(
     """A collection of a fresh fake async Atlas database (``search_opts`` go to ``AtlasSearch``)."""
     from pymongo_async_mock import AsyncMongoMockClient
 
-    patch_mongomock()
-    client = AsyncMongoMockClient(tz_aware=True)
+    client = AsyncMongoMockClient(mock_mongo_client=new_client())
     return AsyncAtlasDatabase(client[db_name], AtlasSearch(**search_opts))[coll_name]

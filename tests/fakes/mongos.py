@@ -72,7 +72,7 @@ from pymongo import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, Up
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, OperationFailure, WriteError
 from pymongo.operations import IndexModel
 
-from mongostore.drivers.mongomock_compat import patch_mongomock
+from mongostore.drivers.mongomock_compat import new_client
 
 __all__ = [
     "CANNOT_CREATE_INDEX",
@@ -393,13 +393,12 @@ class Cluster:
     def __init__(
         self, version: str = "7.0.12", shards: Sequence[str] = ("shard0", "shard1", "shard2"), atlas: Any = None
     ) -> None:
-        patch_mongomock()
         if len(shards) < 1:
             raise ValueError("a cluster needs a shard")
         self.atlas = atlas  # a ``fakes.atlas.AtlasSearch``: the cluster has Atlas Search (mongot on each shard)
         self.version = version
         self.shards = list(shards)
-        self.backend: Any = mongomock.MongoClient(tz_aware=True)
+        self.backend: Any = new_client()
         self.sharded: dict[str, ShardedNs] = {}
         self.log: list[OpRecord] = []
         self.lock = threading.RLock()

@@ -141,17 +141,15 @@ def test_hybrid_local_orders_unscored_items_by_their_utc_instant_in_any_zone(mon
 
     import mongomock
 
-    from mongostore.drivers.mongomock_compat import patch_mongomock
-
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
-        patch_mongomock()
-        coll = mongomock.MongoClient(tz_aware=False).db.hybrid_naive
-        store = MongoStore(coll, index=cfg(hybrid={}))
+        store = MongoStore(mongomock.MongoClient(tz_aware=False).db.hybrid_naive, index=cfg(hybrid={}))
         store.setup()
         for key in ("early", "late"):
             store.put(("u", "a"), key, {"text": key}, index=False)
+        # Through the store's handle: the user's own would warn of mongomock's utcnow() on 3.12+.
+        coll = store.collection
         coll.update_one({"key": "early"}, {"$set": {"updated_at": datetime(2026, 3, 8, 2, 30)}})
         coll.update_one({"key": "late"}, {"$set": {"updated_at": datetime(2026, 3, 8, 3, 10)}})
         found = store.search(("u", "a"), query=QUERY, limit=5)

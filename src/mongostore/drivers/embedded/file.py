@@ -64,7 +64,7 @@ import bson
 from bson.codec_options import CodecOptions
 
 from mongostore.drivers.embedded.paths import check_db_name
-from mongostore.drivers.mongomock_compat import patch_mongomock
+from mongostore.drivers.mongomock_compat import new_client
 from mongostore.errors import DamagedStoreFileError
 
 FORMAT = "mongostore-embedded"
@@ -380,10 +380,7 @@ class LocalFile:
         self._dirty = False
 
     def _new_client(self) -> Any:
-        import mongomock
-
-        patch_mongomock()
-        return mongomock.MongoClient(tz_aware=True)
+        return new_client()
 
     def _load(self) -> Any:
         client = self._new_client()

@@ -1,28 +1,24 @@
-"""The embedded default: mongomock, made to work with pymongo 4.11+.
+"""mongomock as the store uses it: the embedded engine's own clients, and the store's
+handle on a mongomock collection a user gave it.
 
-mongomock 4.3 predates two pymongo changes that the store relies on, so ``compat``
-patches them once, when the embedded default (or a test) asks for it:
+mongomock 4.3 predates pymongo 4.11 (``sort=`` in bulk updates) and evaluates a few of
+MongoDB's expressions differently (``$add`` of a date); its TTL clock is
+``datetime.utcnow()``, deprecated since Python 3.12; and every filter scans the whole
+collection. The store copes with each in classes of its own (``lookups``, whose docstring
+lists every change, why, and where MongoDB or pymongo says so), used only for its own
+calls: ``adapt_collection`` gives the store a handle on a user's mongomock collection (the
+same data; the user's objects and mongomock's classes untouched), ``new_client`` /
+``in_memory_collection`` make the embedded engine's own, which alone keep a lookup index
+(``index``) so that a get or a put costs what the documents it touches cost.
 
-- pymongo >= 4.11 passes ``sort=`` to ``BulkOperationBuilder.add_update`` and
-  ``add_replace`` when a ``bulk_write`` holds ``UpdateOne``/``ReplaceOne``;
-  mongomock's builders do not take it (``TypeError``).
-- ``Collection.create_index`` is called with ``keys=`` by some callers (pymongo's
-  own name is ``keys``; mongomock's is ``key_or_list``).
-
-It also gives mongomock lookups that do not scan the collection (the patches of
-``lookups``, answering from the index of ``index``): mongomock evaluates every filter
-against every document, checks a unique index with another full scan per write, and
-scans for expired documents on every access when a TTL index exists, so each upsert or
-``_id`` lookup costs O(collection) and a batch of N puts O(N x collection). The patch
-answers equality and ``$in`` on ``_id`` from the store's own dict and on indexed fields
-from hash maps it keeps in step with every write, then applies the whole filter to those
-candidates only: same documents, same order, same errors.
-
-This is for development and tests only: mongomock keeps everything in memory,
-has no TTL monitor (it hides expired documents at read time instead) and no
-``$vectorSearch``.
+This is for development and tests only: mongomock keeps everything in memory, has no TTL
+monitor (it hides expired documents at read time instead) and no ``$vectorSearch``.
 """
 
-from mongostore.drivers.mongomock_compat.compat import in_memory_collection, is_fake, is_local_file, patch_mongomock
+from mongostore.drivers.mongomock_compat.compat import (
+    adapt_collection,
+    in_memory_collection,
+    new_client,
+)
 
-__all__ = ["in_memory_collection", "is_fake", "is_local_file", "patch_mongomock"]
+__all__ = ["adapt_collection", "in_memory_collection", "new_client"]

@@ -1,155 +1,133 @@
-"""The pymongo 4.11+ compatibility patches, the entry point that applies every patch, and the
-helpers that name a mongomock collection (``is_fake``) or make one (``in_memory_collection``)."""
+"""The entry points: ``adapt_collection`` (the store's handle on a collection it was given),
+``in_memory_collection`` / ``new_client`` (the embedded engine's own).
+
+mongomock itself is imported only when one of them meets it (it costs a quarter of a
+second): ``lookups`` holds the classes, and its docstring lists every change they make.
+"""
 
 from __future__ import annotations
 
-import functools
+import sys
 from typing import Any
 
-from mongostore.drivers.mongomock_compat import lookups
-
-_patched = False
-
-
-def patch_mongomock() -> None:
-    """Apply the compatibility patches (idempotent)."""
-    global _patched
-    if _patched:
-        return
-    from mongomock.collection import BulkOperationBuilder, Collection
-
-    def drop_sort(fn: Any) -> Any:
-        @functools.wraps(fn)
-        def wrapper(self: Any, *args: Any, sort: Any = None, **kwargs: Any) -> Any:
-            return fn(self, *args, **kwargs)
-
-        return wrapper
-
-    BulkOperationBuilder.add_update = drop_sort(BulkOperationBuilder.add_update)  # type: ignore[method-assign]
-    BulkOperationBuilder.add_replace = drop_sort(BulkOperationBuilder.add_replace)  # type: ignore[method-assign]
-
-    original_create_index: Any = Collection.create_index
-
-    @functools.wraps(original_create_index)
-    def create_index(self: Any, key_or_list: Any = None, *args: Any, keys: Any = None, **kwargs: Any) -> Any:
-        return original_create_index(self, key_or_list if key_or_list is not None else keys, *args, **kwargs)
-
-    Collection.create_index = create_index  # type: ignore[method-assign]
-    _patch_date_add()
-    _patch_date_to_long()
-    _patch_datetime_walk()
-    lookups.install()
-    _patched = True
+# The async doubles of mongomock the store adapts: module, collection, database, client classes.
+_ASYNC_DOUBLES = (
+    ("mongomock_motor", "AsyncMongoMockCollection", "AsyncMongoMockDatabase", "AsyncMongoMockClient"),
+    ("pymongo_async_mock", "AsyncMongoMockCollection", "AsyncMongoMockDatabase", "AsyncMongoMockClient"),
+)
 
 
-def _patch_datetime_walk() -> None:
-    """mongomock's ``patch_datetime_awareness_in_document``, with the same results, faster.
-
-    mongomock copies every document it is given (inserts, update specs, filters) through
-    it, to make dates naive UTC milliseconds; it tries ``isinstance`` against four types
-    for every value, which was a sixth of 10,000 indexed puts into the embedded store.
-    Plain dicts, lists and values with nothing to change take a ``type()`` lookup here;
-    everything else (dates, ``Timestamp``, ``OrderedDict``, subclasses) goes to the
-    original, whose recursion comes back here through the module's name.
-    """
-    from bson import Binary, Int64, ObjectId
-    from mongomock import helpers
-
-    original: Any = helpers.patch_datetime_awareness_in_document
-    leaves = frozenset({str, int, float, bool, type(None), bytes, Binary, Int64, ObjectId})
-
-    def walk(value: Any) -> Any:
-        t = type(value)
-        if t in leaves:
-            return value
-        if t is dict:
-            return {k: v if type(v) in leaves else walk(v) for k, v in value.items()}
-        if t is list or t is tuple:
-            return [v if type(v) in leaves else walk(v) for v in value]
-        return original(value)
-
-    helpers.patch_datetime_awareness_in_document = walk
-
-
-def _patch_date_add() -> None:
-    """``{"$add": [<date>, <milliseconds>]}`` in expressions (item writes' update pipeline).
-
-    MongoDB adds numbers to a date as milliseconds; mongomock 4.3's ``$add`` asserts
-    that every operand is a number. Only ``$add`` with a date operand is changed.
-    """
-    import datetime
-
-    from mongomock import aggregate
-
-    original: Any = aggregate._Parser._handle_arithmetic_operator
-
-    @functools.wraps(original)
-    def handle(self: Any, operator: str, values: Any) -> Any:
-        if operator == "$add" and isinstance(values, (list, tuple)):
-            parsed = list(self.parse_many(values))
-            dates = [v for v in parsed if isinstance(v, datetime.datetime)]
-            if dates:
-                if any(v is None for v in parsed) or len(dates) > 1:
-                    return None
-                millis = sum(v for v in parsed if not isinstance(v, datetime.datetime))
-                return dates[0] + datetime.timedelta(milliseconds=millis)
-        return original(self, operator, values)
-
-    aggregate._Parser._handle_arithmetic_operator = handle  # type: ignore[method-assign]
-
-
-def _patch_date_to_long() -> None:
-    """``{"$toLong": <date>}``: milliseconds since the epoch, as MongoDB converts a date
-    (local search candidate reads on a server project their dates so). mongomock 4.3
-    calls ``int()`` on the date (``TypeError``); other operands are unchanged.
-    """
-    import datetime
-
-    from mongomock import aggregate
-
-    from mongostore.core.codec import epoch_ms
-
-    original: Any = aggregate._Parser._handle_type_convertion_operator
-
-    @functools.wraps(original)
-    def handle(self: Any, operator: str, values: Any) -> Any:
-        if operator == "$toLong":
-            try:
-                parsed = self.parse(values)
-            except KeyError:
-                parsed = None
-            if isinstance(parsed, datetime.datetime):
-                return epoch_ms(parsed)  # a naive date is UTC, as mongomock stores them
-        return original(self, operator, values)
-
-    aggregate._Parser._handle_type_convertion_operator = handle  # type: ignore[method-assign]
-
-
-_FAKE_MODULES = ("mongomock", "mongomock_motor", "pymongo_async_mock")
-
-
-def is_fake(collection: Any) -> bool:
-    """True for mongomock and its async wrappers (no server commands, no client bulk_write).
-
-    Looks through wrappers (counting proxies, test doubles) at the client they sit on.
-    """
-    for obj in (collection, getattr(getattr(collection, "database", None), "client", None)):
-        if obj is not None and any(cls.__module__.startswith(_FAKE_MODULES) for cls in type(obj).__mro__):
+def _async_double(obj: Any) -> bool:
+    """Is ``obj`` a collection of mongomock_motor or pymongo-async-mock (by class)?"""
+    for module_name, coll_name, *_ in _ASYNC_DOUBLES:
+        module = sys.modules.get(module_name)  # not imported: an object of it means it is
+        coll_cls = getattr(module, coll_name, None)
+        if isinstance(coll_cls, type) and isinstance(obj, coll_cls):
             return True
     return False
 
 
-def is_local_file(collection: Any) -> bool:
-    """True for the persistent local store's collections (``drivers.embedded``), also
-    behind the async wrapper: the fake whose data lives in a file."""
-    inner = getattr(collection, "_collection", collection)
-    return type(inner).__module__.startswith("mongostore.drivers.embedded.proxy")
+def _mongomock_collection_class() -> type | None:
+    module = sys.modules.get("mongomock.collection")
+    cls = getattr(module, "Collection", None)
+    return cls if isinstance(cls, type) else None
+
+
+def adapt_collection(collection: Any) -> Any:
+    """The collection the store uses for ``collection``: itself, unless it is mongomock's.
+
+    A mongomock collection (sync, or mongomock_motor's / pymongo-async-mock's) becomes a
+    handle of the same kind on the same data whose calls behave as pymongo 4.11+ and
+    MongoDB expect (``lookups``); the given object, its client and mongomock's classes are
+    untouched. Anything else (pymongo, Motor, the local store's collections, wrappers and
+    test doubles) is returned as it is. None stays None.
+    """
+    if collection is None:
+        return None
+    mock_collection = _mongomock_collection_class()
+    if mock_collection is None:
+        return collection
+    from mongostore.drivers.mongomock_compat import lookups
+
+    if isinstance(collection, lookups.EngineCollection):
+        return collection
+    if isinstance(collection, mock_collection):
+        return lookups.adapt_sync(collection)
+    if _async_double(collection):
+        return lookups.adapt_async(collection)
+    return collection
+
+
+def new_client(**kwargs: Any) -> Any:
+    """A fresh client of the embedded engine: mongomock with the store's changes, tz-aware."""
+    from mongostore.drivers.mongomock_compat import lookups
+
+    return lookups.new_client(**kwargs)
 
 
 def in_memory_collection(db_name: str = "mongostore", collection_name: str = "memories") -> Any:
-    """A fresh mongomock collection (tz-aware, like the store's real clients)."""
-    import mongomock
+    """A collection of a fresh embedded engine (tz-aware, like the store's real clients)."""
+    return new_client()[db_name][collection_name]
 
-    patch_mongomock()
-    client: Any = mongomock.MongoClient(tz_aware=True)
-    return client[db_name][collection_name]
+
+# --------------------------------------------------------------------------- MongoDB's expressions
+
+
+def mongodb_expressions(pipeline: Any, aware: bool = False) -> Any:
+    """``pipeline`` with the two expressions mongomock 4.3 evaluates unlike MongoDB rewritten
+    into ones it evaluates as MongoDB does (``lookups``, changes 2 and 3); the same object
+    when there is none. ``$literal`` values are never looked into. ``aware``: the documents'
+    dates are tz-aware (an aggregation on a tz-aware client), as the epoch must be."""
+    if not isinstance(pipeline, list):
+        return pipeline
+    out = _rewrite(pipeline, _epoch(aware))
+    return pipeline if out is _UNCHANGED else out
+
+
+_UNCHANGED: Any = object()
+
+
+def _epoch(aware: bool) -> Any:
+    from datetime import datetime, timezone
+
+    return datetime(1970, 1, 1, tzinfo=timezone.utc if aware else None)  # naive: UTC, as mongomock holds dates
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _rewrite(value: Any, epoch: Any) -> Any:
+    """The rewritten ``value``, or ``_UNCHANGED`` (leaves are never called on: one put's
+    pipeline costs a few microseconds)."""
+    if type(value) is list:
+        out: Any = None
+        for i, v in enumerate(value):
+            if type(v) is dict or type(v) is list:
+                r = _rewrite(v, epoch)
+                if r is not _UNCHANGED:
+                    if out is None:
+                        out = list(value)
+                    out[i] = r
+        return _UNCHANGED if out is None else out
+    if type(value) is not dict:
+        return _UNCHANGED
+    if len(value) == 1:
+        ((op, arg),) = value.items()
+        if op == "$literal":
+            return _UNCHANGED
+        if op == "$add" and type(arg) is list and len(arg) > 1:
+            exprs = [v for v in arg if not _number(v)]
+            if len(exprs) == 1:
+                inner = _rewrite(exprs[0], epoch)
+                expr = exprs[0] if inner is _UNCHANGED else inner
+                return {"$subtract": [expr, -sum(v for v in arg if _number(v))]}
+    out = None
+    for k, v in value.items():
+        if (type(v) is dict and "$literal" not in v) or type(v) is list:
+            r = _rewrite(v, epoch)
+            if r is not _UNCHANGED:
+                if out is None:
+                    out = dict(value)
+                out[k] = r
+    return _UNCHANGED if out is None else out

@@ -1,7 +1,8 @@
 """The lookup index mongomock lacks: which documents an equality or ``$in`` filter can match.
 
-Built from a collection's documents on first use and kept in step by the patches in
-``lookups``; ``candidates`` answers from it, or says None (scan everything).
+Built from a collection's documents on first use and kept in step by the engine's own
+classes in ``lookups`` (only the engine's own stores have one); ``candidates`` answers
+from it, or says None (scan everything).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 #   runs on every access runs only when something may have expired.
 #
 # Every change to a stored document goes through ``CollectionStore.__setitem__`` /
-# ``__delitem__`` / ``drop`` or is an in-place update by ``_apply_update_document`` /
-# ``_apply_update_pipeline``; those are wrapped to keep the state in step.
+# ``__delitem__`` or is an in-place update by ``_apply_update_document`` /
+# ``_apply_update_pipeline``; the engine's own classes (``lookups``) keep the state in step.
+# A dropped collection gets a new documents dict, which ``lookup`` notices.
 
 LOOKUP_ATTR = "_mongostore_lookup"
 TTL_ATTR = "_mongostore_ttl"
@@ -39,7 +41,7 @@ _FILED: frozenset[type] = frozenset()
 
 
 def init_filed_types() -> None:
-    """Fill ``_FILED`` (needs bson, imported only once mongomock is patched)."""
+    """Fill ``_FILED`` (needs bson, imported only with the engine's classes)."""
     global _FILED
     _FILED = _filed_types()
 
@@ -137,10 +139,11 @@ class _Lookup:
                 fm.drop(key)
 
     def field(self, name: str) -> _FieldMap:
+        """The field map of ``name`` (called under ``lock`` and mongomock's reader lock)."""
         fm = self.fields.get(name)
         if fm is None:
             fm = _FieldMap()
-            for key, doc in list(self.docs.items()):
+            for key, doc in self.docs.items():
                 fm.put(key, _filed_values(doc, name))
             self.fields[name] = fm
         return fm
@@ -188,20 +191,25 @@ def _conditions(filt: Any, out: list[tuple[str, tuple[Any, ...]]]) -> None:
 
 
 def _indexed_fields(store: Any) -> frozenset[str]:
-    """Top-level fields named in the collection's indexes (remembered until they change)."""
+    """Top-level fields named in the collection's indexes (remembered until they change).
+
+    Remembered with the index specs themselves (not their ids): creating or dropping an
+    index, or dropping the collection, is seen at the next lookup.
+    """
     indexes = store.indexes
-    sig = (id(indexes), len(indexes))
+    specs = list(indexes.values())
     cached = store.__dict__.get(FIELDS_ATTR)
-    if cached is not None and cached[0] == sig:
+    same = cached is not None and len(cached[0]) == len(specs)
+    if same and all(a is b for a, b in zip(cached[0], specs, strict=True)):
         return cached[1]  # type: ignore[no-any-return]
     names: set[str] = set()
-    for spec in indexes.values():
+    for spec in specs:
         for entry in spec.get("key") or ():
             name = entry[0] if isinstance(entry, (list, tuple)) else entry
             if isinstance(name, str) and "." not in name:
                 names.add(name)
     found = frozenset(names)
-    store.__dict__[FIELDS_ATTR] = (sig, found)
+    store.__dict__[FIELDS_ATTR] = (specs, found)
     return found
 
 
@@ -220,7 +228,10 @@ def candidates(store: Any, filt: Any) -> list[Any] | None:
         return None
     lk = lookup(store, create=True)
     assert lk is not None
-    with lk.lock:
+    # Under mongomock's reader lock, as its own scan reads (then the index's: the same order
+    # as a write's, which files under the writer lock): another thread's set or delete is
+    # wholly before or wholly after.
+    with store._rwlock.reader(), lk.lock:
         docs = lk.docs
         best: tuple[int, str, tuple[Any, ...]] | None = None
         for name, values in usable:
@@ -234,6 +245,6 @@ def candidates(store: Any, filt: Any) -> list[Any] | None:
         else:
             keys = lk.field(name).keys(values)
         if len(keys) * 8 > len(docs):
-            return [doc for k, doc in list(docs.items()) if k in keys]
+            return [doc for k, doc in docs.items() if k in keys]
         rank = lk.rank
         return [docs[k] for k in sorted(keys, key=rank.__getitem__)]

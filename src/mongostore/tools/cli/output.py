@@ -202,7 +202,7 @@ def loads_json(text: str) -> Any:
     nesting too deep) is a ``ValueError`` with the reason.
     """
     try:
-        return json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
+        value = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
     except _NotFinite:
         raise
     except RecursionError:
@@ -211,3 +211,24 @@ def loads_json(text: str) -> Any:
         raise
     except Exception as exc:  # bson's InvalidId, decimal.InvalidOperation, OverflowError...
         raise ValueError(f"bad Extended JSON: {type(exc).__name__}: {_one_line(exc)}") from None
+    # Python 3.11 and 3.12 stop parsing near their recursion limit, 3.13 does not: one limit for all.
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError("nested too deeply")
+    return value
+
+
+MAX_JSON_DEPTH = 512  # JSON nesting a line may hold (MongoDB stores 100; Python <= 3.12 parses ~990)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Does ``value`` nest objects and arrays more than ``limit`` deep (no recursion)?"""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
