@@ -160,7 +160,9 @@ def _pair(recs: Sequence[Recording], mode: str, name: str, trip: float, embed: f
     )
 
 
-def sync_rows(recs: Sequence[Recording], wls: Sequence[Workload], trip_ms: int, embed_ms: int, rounds: int) -> list[Row]:
+def sync_rows(
+    recs: Sequence[Recording], wls: Sequence[Workload], trip_ms: int, embed_ms: int, rounds: int
+) -> list[Row]:
     out = []
     for w in wls:
         o, t = _pair(recs, "sync", w.name, trip_ms / 1000, embed_ms / 1000)

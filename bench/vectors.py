@@ -297,8 +297,7 @@ def rows_for(res: dict[str, Any]) -> list[Row]:
             f"tracemalloc; ours: the client-side matrix + bookkeeping "
             f"({res['cache_bytes_per_vector']:.0f} B/vector in arrays at capacity"
             + (
-                "; end to end on mongomock, the first search's allocations: "
-                f"{res['e2e_bytes_per_vector']:.0f} B/vector"
+                f"; end to end on mongomock, the first search's allocations: {res['e2e_bytes_per_vector']:.0f} B/vector"
                 if "e2e_bytes_per_vector" in res
                 else ""
             )
