@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import _setup  # noqa: F401  (first: this checkout's src/ and tests/ on sys.path)
+import mongomock
 from _wire import (
     COUNTED,
     CURSOR_METHODS,
@@ -22,8 +23,6 @@ from _wire import (
     network_delay,
     request_size,
 )
-
-from mongostore.drivers.mongomock_compat import is_fake
 
 # --------------------------------------------------------------------------- sync proxy and replay
 
@@ -185,7 +184,7 @@ class SyncDatabaseProxy:
     @property
     def client(self) -> Any:
         client = self._inner.client
-        return client if is_fake(client) else ClientProxy(client, self._w)
+        return client if isinstance(client, mongomock.MongoClient) else ClientProxy(client, self._w)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

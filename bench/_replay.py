@@ -10,6 +10,14 @@ from _common import AsyncReplay, CallLog, MemoEmbeddings, SyncReplay, fake_backe
 from _workloads import COLL, Recording
 
 from mongostore import AsyncMongoStore, MongoStore
+from mongostore.drivers.backend import Backend
+
+# The sync replay doubles stand for a server reached through pymongo, which is thread-safe:
+# ours' independent reads, and its two bulk writes, overlap in threads as they would there.
+# (The doubles sit on a mongomock database, which would otherwise make ours treat them as
+# mongomock's engine: one request at a time. The recording ran on mongomock, so no server
+# commands or client-level bulk_write either.)
+REPLAYED_SERVER = Backend(name="replayed server", emulated=True, threads=True)
 
 _REPLAY_DB: Any = None
 _REPLAY_ADB: Any = None
@@ -67,7 +75,12 @@ class Replayer:
         items, vectors = self._doubles(SyncReplay, _replay_db())
         idx = self.rec.workload.indexed
         if self.rec.side == "ours":
-            self.store = MongoStore(items, index=ours_index(self.embed) if idx else None, vectors_collection=vectors)  # type: ignore[arg-type]
+            self.store = MongoStore(
+                items,  # type: ignore[arg-type]
+                index=ours_index(self.embed) if idx else None,
+                vectors_collection=vectors,  # type: ignore[arg-type]
+                backend=REPLAYED_SERVER,
+            )
         else:
             self.store = theirs_on(items, idx, self.embed)
 
@@ -82,10 +95,8 @@ class Replayer:
             self.build_sync()
 
     def _reset(self) -> None:
-        """Rewind the tape, and give ours the stored hashes it knew when the recording began."""
+        """Rewind the tape (ours keeps no client-side state that changes its requests)."""
         self.player.rewind()
-        if self.rec.hashes_before is not None:
-            self.store._text_hashes.restore(self.rec.hashes_before)
 
     def run_sync(self) -> Any:
         self._reset()

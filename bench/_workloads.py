@@ -191,7 +191,7 @@ def workloads() -> list[Workload]:
         _wl("put1", "put, no index", False, 1, _put1(), writes=True),
         _wl("put1_idx", "put, indexed", True, 1, _put1(), writes=True),
         # Recorded right after put1_idx, on the same store: a new text under the key it wrote.
-        _wl("reput1_idx", "put, indexed, new text of a key it wrote", True, 1, _put1(memory(2, "s-")), writes=True),
+        _wl("reput1_idx", "put, indexed, new text of a stored key", True, 1, _put1(memory(2, "s-")), writes=True),
         _wl("put100", "100 puts, one batch, no index", False, 100, _batch(PUT100), writes=True),
         _wl("put100_idx", "100 puts, one batch, indexed", True, 100, _batch(PUT100), writes=True),
         _wl("reput100_idx", "100 re-puts, unchanged, indexed", True, 100, _batch(PUT100), writes=True),
@@ -206,7 +206,7 @@ def workloads() -> list[Workload]:
         # Recorded right after agent_step, on the same store: its 3 puts revise the memories that step wrote.
         _wl(
             "agent_step_update",
-            "agent step revising 3 memories it wrote",
+            "agent step revising 3 stored memories",
             True,
             6,
             (lambda s: agent_step_sync(s, 0, "step:update"), lambda s: agent_step_async(s, 0, "step:update")),
@@ -284,17 +284,11 @@ class Subject:
     store: Any
     wiring: Wiring
     embed: MemoEmbeddings
-    hashes_before: dict[str, dict[str, str]] | None = None
 
     def start(self) -> None:
         self.wiring.log.reset()
         self.wiring.tape = Tape()
         self.embed.reset_counters()
-        # What ours' store knows of its stored hashes before the workload: a replay starts each
-        # run from it, so every run makes the recorded requests (a put of a key the store
-        # wrote needs no read first; after one run, the workload's keys would all be known).
-        hashes = getattr(self.store, "_text_hashes", None)
-        self.hashes_before = hashes.snapshot() if hashes is not None else None
 
 
 def sync_subject(side: str, puts: list[PutOp], indexed: bool) -> Subject:
@@ -350,7 +344,6 @@ class Recording:
     embed_texts: int
     result: Any = None
     wall_ms: float | None = None  # median wall time of direct runs (real-server mode), if asked
-    hashes_before: dict[str, dict[str, str]] | None = None  # ours: its TextHashes when the recording began
 
 
 def _finish(sub: Subject, w: Workload, result: Any) -> Recording:
@@ -361,9 +354,7 @@ def _finish(sub: Subject, w: Workload, result: Any) -> Recording:
     log.docs_in, log.bytes_in, log.bytes_out = sub.wiring.log.docs_in, sub.wiring.log.bytes_in, sub.wiring.log.bytes_out
     log.backend_seconds = sub.wiring.log.backend_seconds
     e = sub.embed
-    rec = Recording(sub.side, sub.mode, w, sub.wiring.tape, log, e.calls, e.empty_calls, e.texts_embedded, result)
-    rec.hashes_before = sub.hashes_before
-    return rec
+    return Recording(sub.side, sub.mode, w, sub.wiring.tape, log, e.calls, e.empty_calls, e.texts_embedded, result)
 
 
 def record_sync(sub: Subject, w: Workload, repeats: int = 0) -> Recording:

@@ -1,5 +1,8 @@
 """2. Modelled latency: the workloads with a fixed delay per round trip (1 ms and 5 ms).
 
+Also the round trips of *wall time* of a few writes: how many of a workload's requests
+wait in turn, measured as (its time at 50 ms per trip - its time at 0) / 50 ms.
+
 Each workload's recorded answers are replayed by a collection double that answers
 instantly and waits ``delay`` per round trip (getMores included): ``time.sleep`` for
 sync calls; for async ones the reply lands from a network thread that wakes the event
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -132,11 +136,77 @@ def async_rows(recs: Sequence[Recording], delays: Sequence[float], repeats: int)
     return asyncio.run(_async_rows(recs, delays, repeats))
 
 
+# Round trips of wall time: (time at WALL_DELAY per trip - time at 0) / WALL_DELAY. A delay
+# far above the client's own work makes what overlaps (parallel reads, the two bulk writes)
+# plain to see; it is rounded to a tenth.
+WALL = [
+    ("put1_idx", "sync"),
+    ("put1_idx", "async"),
+    ("put100_idx", "sync"),
+    ("put100_idx", "async"),
+    ("agent_step_batch", "sync"),
+    ("agent_step", "async"),
+]
+WALL_DELAY = 0.05
+
+
+def _wall(rec: Recording, repeats: int) -> float:
+    async def run_async() -> float:
+        times = []
+        for d in (0.0, WALL_DELAY):
+            rp = Replayer(rec, d, keyed=True)
+            await rp.build_async()
+            await rp.run_async()
+            t = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                await rp.run_async()
+                t.append(time.perf_counter() - t0)
+            times.append(statistics.median(t))
+        return (times[1] - times[0]) / WALL_DELAY
+
+    if rec.mode == "async":
+        return asyncio.run(run_async())
+    times = []
+    for d in (0.0, WALL_DELAY):
+        rp = Replayer(rec, d, keyed=True)
+        rp.build_sync()
+        rp.run_sync()
+        t = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            rp.run_sync()
+            t.append(time.perf_counter() - t0)
+        times.append(statistics.median(t))
+    return (times[1] - times[0]) / WALL_DELAY
+
+
+def wall_rows(recs: Sequence[Recording], repeats: int = 3) -> list[Row]:
+    out = []
+    for name, mode in WALL:
+        pair = _pair(recs, mode, name)
+        if pair is None:
+            continue
+        o, t = (round(_wall(r, repeats), 1) for r in pair)
+        out.append(
+            Row(
+                f"round trips of wall time, {mode}",
+                pair[0].workload.label,
+                o,
+                t,
+                "trips",
+                f"{o:.1f} vs {t:.1f} of wall time; requests {pair[0].log.round_trips} vs {pair[1].log.round_trips}; "
+                f"(wall time at {WALL_DELAY * 1000:.0f} ms/trip - at 0) / {WALL_DELAY * 1000:.0f} ms",
+            )
+        )
+    return out
+
+
 def rows(recs: Sequence[Recording], quick: bool = False) -> list[Row]:
     if real_server():
         return direct_rows(recs)
     repeats = 3 if quick else 7
-    return sync_rows(recs, DELAYS, repeats) + async_rows(recs, DELAYS, repeats)
+    return sync_rows(recs, DELAYS, repeats) + async_rows(recs, DELAYS, repeats) + wall_rows(recs)
 
 
 def direct_repeats(quick: bool) -> int:

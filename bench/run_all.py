@@ -1,8 +1,11 @@
 """Run every benchmark side by side and print one table of ratios.
 
     python bench/run_all.py            # everything, under 10 minutes on 2 cores
-    python bench/run_all.py --quick    # about a minute: fewer repeats, smaller sizes
+    python bench/run_all.py --quick    # about two minutes: fewer repeats, smaller sizes
     MONGODB_URI=mongodb://... python bench/run_all.py   # round trips and latency on a real server
+
+A section that raises is reported (with its traceback) and the others still run; the
+exit status is then 1, so CI sees a script that no longer runs.
 
 Ours is mongostore; "theirs" is langgraph-store-mongodb 0.4.0 (for local vector ranking:
 LangGraph's InMemoryStore). Every figure is "lower is better", so a ratio theirs/ours
@@ -13,9 +16,12 @@ section, ``summary.md`` with the final table in Markdown).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+import traceback
 from collections.abc import Callable
 
+import agent_step
 import embedded
 import latency
 import overhead
@@ -23,9 +29,19 @@ import roundtrips
 import scaling
 import vectors
 from _common import RESULTS, Row, machine, real_server, save, table
-from _workloads import default_layout, record_all, workloads
+from _workloads import Recording, default_layout, record_all, workloads
 
-FINAL_SECTIONS = ("round trips", "texts embedded", "latency", "client us", "local vectors", "scaling", "embedded")
+FINAL_SECTIONS = (
+    "round trips",
+    "texts embedded",
+    "latency",
+    "agent step",
+    "client us",
+    "local vectors",
+    "scaling",
+    "embedded",
+)
+SECTIONS = "roundtrips,latency,agent,overhead,vectors,scaling,embedded"
 FINAL_VECTOR_ROWS = ("search, ours", "MB from the server", "memory held per vector")
 
 
@@ -40,13 +56,13 @@ def _final(rows: list[Row]) -> list[Row]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="about a minute: fewer repeats, smaller sizes")
+    ap.add_argument("--quick", action="store_true", help="about two minutes: fewer repeats, smaller sizes")
     ap.add_argument(
         "--only",
-        default="roundtrips,latency,overhead,vectors,scaling,embedded",
-        help="comma-separated sections to run (default: all)",
+        default=SECTIONS,
+        help=f"comma-separated sections to run (default: all of {SECTIONS})",
     )
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
@@ -56,24 +72,44 @@ def main(argv: list[str] | None = None) -> None:
         "backend:", "MONGODB_URI (real server)" if real_server() else "mongomock + fake Atlas, in-process", flush=True
     )
     all_rows: list[Row] = []
+    failed: list[str] = []
 
     def section(name: str, fn: Callable[[], list[Row]], title: str) -> None:
         t0 = time.perf_counter()
-        rows = fn()
+        try:
+            rows = fn()
+        except Exception:
+            traceback.print_exc()
+            print(f"\n!! section {name} FAILED after {time.perf_counter() - t0:.0f}s", flush=True)
+            failed.append(name)
+            return
         print(f"\n{table(rows, title)}\n[{name}: {time.perf_counter() - t0:.0f}s]", flush=True)
         save(name, rows)
         all_rows.extend(rows)
 
+    recs: list[Recording] = []
     if only & {"roundtrips", "latency", "overhead"}:
         t0 = time.perf_counter()
-        recs = record_all(default_layout, workloads(), repeats=latency.direct_repeats(args.quick))
+        try:
+            recs = record_all(default_layout, workloads(), repeats=latency.direct_repeats(args.quick))
+        except Exception:
+            traceback.print_exc()
+            print("\n!! recording the workloads FAILED: no round trips, latency or overhead", flush=True)
+            failed.append("record")
         print(f"[recorded {len(recs)} workload runs: {time.perf_counter() - t0:.0f}s]", flush=True)
+    if recs:
         if "roundtrips" in only:
             section("roundtrips", lambda: roundtrips.rows(recs), "1. Round trips, embedding calls, bytes")
         if "latency" in only:
             section("latency", lambda: latency.rows(recs, args.quick), "2. Latency, median ms")
         if "overhead" in only:
             section("overhead", lambda: overhead.rows(recs, args.quick), "3. Client-side overhead, median us/op")
+    if "agent" in only and not real_server():
+        section(
+            "agent_step",
+            lambda: agent_step.rows(args.quick),
+            "7. An agent step with realistic latency (ms per round trip, ms per embedding call), median ms",
+        )
     if "vectors" in only:
         section("vectors", lambda: vectors.rows(args.quick), "4. Local vector ranking vs InMemoryStore")
     if "embedded" in only:
@@ -99,7 +135,11 @@ def main(argv: list[str] | None = None) -> None:
         table(final, title, markdown=True)
         + f"\n\nTotal runtime: {total:.0f}s ({'--quick' if args.quick else 'full'}).\n"
     )
+    if failed:
+        print(f"\nFAILED sections: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
