@@ -35,6 +35,7 @@ from mongostore.core.steps import (
     Capabilities,
     DisableVectorSearch,
     Embed,
+    Find,
     Parallel,
     Probe,
     Step,
@@ -272,7 +273,7 @@ def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
     state.searches[0].query_vector = emb.embed_query("pizza")
     a, b = doc(("u",), "a", {"text": "pizza"}), doc(("u",), "b", {"text": "sushi"})
     ha = text_hash("text", "pizza")
-    items = [{"_id": a["_id"], "vectors": [ha], "updated_at": EARLIER}, {"_id": b["_id"], "updated_at": NOW}]
+    items = [{"_id": a["_id"], "vectors": [ha]}, {"_id": b["_id"]}]
     vectors = [
         {"item_id": a["_id"], "field": "text", "text_hash": ha, "embedding": q.float32_vector(emb.embed_query("pizza"))}
     ]
@@ -280,10 +281,13 @@ def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
 
     def answer(step: Step) -> Any:
         assert isinstance(step, Parallel)
-        return [[a, b], [{"_id": vector_id(a["_id"], "text"), "text_hash": ha}]]
+        return [[a], [{"_id": vector_id(a["_id"], "text"), "text_hash": ha}], [b]]
 
     steps, _ = run(rank_phase(state), answer)
-    assert len(steps) == 1 and [s.role for s in steps[0].steps] == ["items", "vectors"]  # type: ignore[union-attr]
+    # One trip: the scored page's items, the check of their vectors, and the unscored ones, newest first.
+    assert len(steps) == 1 and [s.role for s in steps[0].steps] == ["items", "vectors", "items"]  # type: ignore[union-attr]
+    unscored_read = steps[0].steps[2]  # type: ignore[union-attr]
+    assert isinstance(unscored_read, Find) and unscored_read.sort == q.ITEM_SORT and unscored_read.limit == 1
     scored, unscored = state.results[0]  # type: ignore[misc]
     assert (scored.key, unscored.key, unscored.score) == ("a", "b", None)
     assert scored.score == pytest.approx(1.0)

@@ -67,7 +67,8 @@ def test_rank_equals_the_float64_reference(similarity: str, seed: int) -> None:
             want = reference(query, valid, similarity, k)
             assert [iid for iid, _ in got] == [iid for iid, _ in want]
             np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=1e-12, atol=1e-12)
-            assert {d["_id"] for d in ranking.unscored} == {d["_id"] for d in items if not d["vectors"]}
+            assert ranking.n_unscored == sum(1 for d in items if not d["vectors"])
+            assert ranking.n_scored == len(items) - ranking.n_unscored
 
 
 def test_only_listed_pairs_count_and_missing_hashes_are_reported() -> None:
@@ -87,7 +88,7 @@ def test_only_listed_pairs_count_and_missing_hashes_are_reported() -> None:
     assert [iid for iid, *_ in ranking.scored] == ["a"]  # b lists h3: its h2 row does not count
     assert ranking.scored[0][2:] == ("f", "h1")  # the field and hash of the best vector
     assert ranking.missing == ["b"]
-    assert sorted(d["_id"] for d in ranking.unscored) == ["b", "c"]
+    assert ranking.absent == ["b"] and ranking.n_unscored == 2 and ranking.n_scored == 1
     gone = cache.rank(
         v.tolist(), [{"_id": "b", "vectors": ["h3"], "updated_at": 2}], "cosine", 10, frozenset({("b", "h3")})
     )

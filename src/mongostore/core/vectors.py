@@ -98,25 +98,21 @@ def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Ranking:
-    """What ``VectorCache.rank`` found for a search's candidate items.
+    """What ``VectorCache.rank`` found for a search's candidate items (``_id`` and ``vectors``).
 
-    ``scored``: the best items, best first (item id, score, field and text hash of
-    its best vector). ``missing``: ids of items that list a hash the cache does not
-    hold (fetch those vectors, then rank again). ``unscored``: the candidates with
-    no held vector, newest first.
+    ``scored``: the best items, best first (item id, score, field and text hash of its best
+    vector); ``n_scored``: how many candidates have a held vector at all. ``missing``: ids of
+    items that list a hash the cache does not hold (fetch those vectors, then rank again);
+    ``absent``: ids of items that list hashes none of which is held (nor fetchable: those
+    ``gone``). ``n_unscored``: the candidates with no held vector, listed hashes or not;
+    they follow the scored ones, newest first, read from the server when a page reaches them.
     """
 
     scored: list[tuple[str, float, str, str]]
     missing: list[str]
-    unscored: list[dict[str, Any]] = field(default_factory=list)
-
-    def page(self, offset: int, limit: int) -> list[tuple[str, float | None, str | None, str | None]]:
-        """Scored items first, then the unscored ones (as on the Atlas path: ``unscored_pipeline``)."""
-        end = offset + limit
-        out: list[tuple[str, float | None, str | None, str | None]] = list(self.scored[:end])
-        if len(out) < end:
-            out.extend((d["_id"], None, None, None) for d in self.unscored[: end - len(out)])
-        return out[offset:end]
+    absent: list[str] = field(default_factory=list)
+    n_scored: int = 0
+    n_unscored: int = 0
 
 
 class VectorCache:
@@ -285,32 +281,55 @@ class VectorCache:
             rows: list[int] = []
             owners: list[int] = []
             missing: list[str] = []
-            without: list[dict[str, Any]] = []
+            absent: list[str] = []
+            unscored = 0
+            multi = False
             for pos, d in enumerate(items):
                 listed = d.get("vectors")
-                found = False
-                if listed:
-                    iid = d["_id"]
-                    lacking = False
-                    for h in listed:
-                        r = row_of.get((iid, h))
-                        if r is not None:
-                            rows.append(r)
-                            owners.append(pos)
-                            found = True
-                        elif (iid, h) not in gone:
-                            lacking = True
-                    if lacking:
+                if not listed:
+                    unscored += 1
+                    continue
+                iid = d["_id"]
+                if len(listed) == 1:  # the usual item: one indexed text
+                    r = row_of.get((iid, listed[0]))
+                    if r is not None:
+                        rows.append(r)
+                        owners.append(pos)
+                        continue
+                    if (iid, listed[0]) not in gone:
                         missing.append(iid)
+                    absent.append(iid)
+                    unscored += 1
+                    continue
+                found = lacking = False
+                for h in listed:
+                    r = row_of.get((iid, h))
+                    if r is not None:
+                        rows.append(r)
+                        owners.append(pos)
+                        multi = multi or found
+                        found = True
+                    elif (iid, h) not in gone:
+                        lacking = True
+                if lacking:
+                    missing.append(iid)
                 if not found:
-                    without.append(d)
-            scored = self._top(query, np.asarray(rows, dtype=np.int64), owners, similarity, k) if rows else []
-        return Ranking(scored, missing, newest_first(without))
+                    absent.append(iid)
+                    unscored += 1
+            n_scored = len(items) - unscored
+            scored = self._top(query, np.asarray(rows, dtype=np.int64), owners, multi, similarity, k) if rows else []
+        return Ranking(scored, missing, absent, n_scored, unscored)
 
     def _top(
-        self, query: Sequence[float], rows: npt.NDArray[np.int64], owners: list[int], similarity: str, k: int
+        self,
+        query: Sequence[float],
+        rows: npt.NDArray[np.int64],
+        owners: list[int],
+        multi: bool,
+        similarity: str,
+        k: int,
     ) -> list[tuple[str, float, str, str]]:
-        """The ``k`` best owners of ``rows`` (the lock is held)."""
+        """The ``k`` best owners of ``rows`` (the lock is held); ``multi``: an owner has several rows."""
         if k <= 0:
             return []
         self._clock += 1
@@ -338,12 +357,14 @@ class VectorCache:
             np.divide(dots, denom, out=approx, where=denom > 0)
             err = eps
         lower = approx - err
-        owner = np.asarray(owners, dtype=np.int64)
         # The k-th best item's lower bound: no row below it can reach the top k.
-        best_lower = np.full(int(owner.max()) + 1, -np.inf)
-        np.maximum.at(best_lower, owner, lower)
-        present = best_lower[np.unique(owner)]
-        threshold = -np.inf if present.size <= k else float(np.partition(-present, k - 1)[k - 1] * -1)
+        if multi:
+            owner = np.asarray(owners, dtype=np.int64)  # non-decreasing: items in order, their rows together
+            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            per_item = np.maximum.reduceat(lower, starts)
+        else:
+            per_item = lower
+        threshold = -np.inf if per_item.size <= k else float(-np.partition(-per_item, k - 1)[k - 1])
         kept = rows[approx + err >= threshold]
         exact = similarities(q64, self._m[kept].astype(np.float64), similarity).tolist()
         best: dict[str, tuple[float, int]] = {}

@@ -30,12 +30,12 @@ VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedd
 def local_candidate_reads(
     op: SearchOp, cutoff: datetime | None, with_vectors: bool = True, sharded: bool = False
 ) -> list[Step]:
-    """The items under the prefix that pass the filter (ids, listed hashes, and the date that
-    orders unscored items) and, unless the store's vector cache already holds the prefix,
-    every vector under it. ``sharded``: both reads carry the prefix's shard-key range
+    """The items under the prefix that pass the filter (ids and listed hashes: the least a
+    candidate needs, as each field costs decoding per item) and, unless the store's vector
+    cache already holds the prefix, every vector under it. ``sharded``: both reads carry the prefix's shard-key range
     (``queries.sharding``)."""
     filt = q.search_filter(op.namespace_prefix, op.filter, cutoff, sharded)
-    reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1, "updated_at": 1}, batch_size=LARGE_BATCH)]
+    reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH)]
     if with_vectors:
         reads.append(
             Find(
@@ -77,19 +77,23 @@ def local_search_plan(
         cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
         ranking = cache.rank(s.query_vector, items, index.similarity, end, frozenset())
     gone: frozenset[tuple[str, str]] = frozenset()
+    offset, limit = s.op.offset, s.op.limit
     while True:
-        page = ranking.page(s.op.offset, s.op.limit)
-        if not page:
-            return []
-        held = {vector_id(iid, f): (iid, h) for iid, _, f, h in page if f is not None and h is not None}
-        reads: list[Step] = [Find("items", {"_id": {"$in": [p[0] for p in page]}}, {**ITEM_PROJECTION, "_id": 1})]
-        if held:
+        page = ranking.scored[offset:end]
+        held = {vector_id(iid, f): (iid, h) for iid, _, f, h in page}
+        reads: list[Step] = []
+        if page:
+            reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, {**ITEM_PROJECTION, "_id": 1}))
             check: dict[str, Any] = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
             if ctx.expiry_cutoff is not None:
                 check = {"$and": [check, q.not_expired(ctx.expiry_cutoff)]}
             reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
-        answers = yield Parallel(tuple(reads))
-        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if held else [])}
+        if len(page) < limit and ranking.n_unscored:
+            reads.append(_unscored_read(s.op, ctx, ranking, max(0, offset - ranking.n_scored), limit - len(page)))
+        if not reads:
+            return []
+        answers = list((yield Parallel(tuple(reads))))
+        stored = {d["_id"]: d["text_hash"] for d in (answers[1] if page else [])}
         lost = [pair for vid, pair in held.items() if stored.get(vid) != pair[1]]
         if not lost:
             break
@@ -97,8 +101,22 @@ def local_search_plan(
         cache.drop(lost)
         gone = gone | frozenset(lost)
         ranking = cache.rank(s.query_vector, items, index.similarity, end, gone)
-    docs = {d["_id"]: d for d in answers[0]}
-    return [(docs[iid], score) for iid, score, _, _ in page if iid in docs]
+    docs = {d["_id"]: d for d in answers[0]} if page else {}
+    out: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score, _, _ in page if iid in docs]
+    if len(page) < limit and ranking.n_unscored:
+        out.extend((d, None) for d in answers[-1])
+    return out
+
+
+def _unscored_read(op: SearchOp, ctx: PlanContext, ranking: _vectors.Ranking, skip: int, limit: int) -> Step:
+    """The page's unscored candidates, newest first (as a plain search orders them, and the
+    Atlas path's ``unscored_pipeline``): those listing no hash, and those whose listed hashes
+    have no vector (``ranking.absent``: a failed vector write, a delete racing a re-put)."""
+    none_listed: dict[str, Any] = {"vectors.0": {"$exists": False}}
+    unscored = {"$or": [none_listed, {"_id": {"$in": ranking.absent}}]} if ranking.absent else none_listed
+    base = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.sharded)
+    filt = {"$and": [base, unscored]} if base else unscored
+    return Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit)
 
 
 def initial_k(op: SearchOp, index: IndexSettings) -> int:
