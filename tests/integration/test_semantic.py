@@ -253,7 +253,7 @@ async def test_status_reports_what_the_server_can_do(make_semantic_store: MakeSt
     assert (status["items"], status["vectors"]) == (len(MEMORIES), len(MEMORIES))
     assert status["search_path"] == ("atlas" if status["vector_search_available"] else "local")
     if api.backend.endswith("local"):
-        assert (status["fake"], status["search_path"], status["client_bulk_write"]) == (True, "local", False)
+        assert (status["emulated"], status["search_path"], status["client_bulk_write"]) == (True, "local", False)
     elif api.backend.endswith("atlas"):
         assert status["search_path"] == "atlas" and status["vector_search_index"]["queryable"] is True
     else:
@@ -261,7 +261,7 @@ async def test_status_reports_what_the_server_can_do(make_semantic_store: MakeSt
         info, hello = admin.command("buildInfo"), admin.command("hello")
         if api.is_async:
             info, hello = await info, await hello
-        assert status["fake"] is False and status["server_version"] == info["version"]
+        assert status["emulated"] is False and status["server_version"] == info["version"]
         assert status["client_bulk_write"] is (hello["maxWireVersion"] >= 25)
         if TEST_SERVER == "mongoeco":  # no search commands: the uncoded refusal means "rank locally"
             assert status["search_path"] == "local" and "uncoded answer" in status["detail"]

@@ -76,7 +76,7 @@ def test_auto_embed_change_refuses_only_autoembed_field_changes() -> None:
 
 
 def test_refused_stage_reads_only_refusals_that_name_the_stage() -> None:
-    caps = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=True)
+    caps = Capabilities("8.0.4", emulated=False, vector_search=True, client_bulk_write=True)
     hybrid = settings(hybrid={})
     rerank = settings(rerank={"model": "rerank-2.5"})
 

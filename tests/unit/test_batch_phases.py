@@ -46,7 +46,7 @@ from mongostore.tools.embeddings import HashingEmbeddings
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 EARLIER = NOW - timedelta(hours=1)
-ATLAS = Capabilities("8.0", fake=False, vector_search=True, client_bulk_write=True)
+ATLAS = Capabilities("8.0", emulated=False, vector_search=True, client_bulk_write=True)
 
 
 def index() -> IndexSettings:
@@ -269,7 +269,7 @@ def test_rank_phase_reads_the_atlas_page_items_from_its_rows() -> None:
 def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
     emb = HashingEmbeddings(4)
     state = validate_phase([SearchOp(("u",), query="pizza", limit=2)], context())
-    state.caps = Capabilities("8.0", fake=False, vector_search=False, client_bulk_write=True)
+    state.caps = Capabilities("8.0", emulated=False, vector_search=False, client_bulk_write=True)
     state.searches[0].query_vector = emb.embed_query("pizza")
     a, b = doc(("u",), "a", {"text": "pizza"}), doc(("u",), "b", {"text": "sushi"})
     ha = text_hash("text", "pizza")

@@ -65,7 +65,7 @@ def requests() -> tuple[WriteRequest, ...]:
 
 def io_with(client: StubClient, client_bulk: bool, items_error: Exception | None = None) -> SyncIO:
     io = SyncIO(StubCollection("memories", client, items_error), StubCollection("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = io.server = Capabilities("8.0.4", fake=False, vector_search=True, client_bulk_write=client_bulk)
+    io.caps = io.server = Capabilities("8.0.4", emulated=False, vector_search=True, client_bulk_write=client_bulk)
     return io
 
 
@@ -102,7 +102,7 @@ def test_the_two_bulk_writes_run_at_once_on_a_real_driver() -> None:
 
     client = StubClient()
     io = SyncIO(Concurrent("memories", client), Concurrent("memories_vectors", client), None)  # type: ignore[arg-type]
-    io.caps = io.server = Capabilities("7.0", fake=False, vector_search=True, client_bulk_write=False)
+    io.caps = io.server = Capabilities("7.0", emulated=False, vector_search=True, client_bulk_write=False)
     assert io.execute(Write(requests())).errors == []
 
 
@@ -219,7 +219,7 @@ def test_write_error_says_which_part_failed() -> None:
         StubCollection("memories_vectors", client, vec_error),  # type: ignore[arg-type]
         Emb(8),
     )
-    io.caps = io.server = Capabilities("7.0", fake=False, vector_search=False, client_bulk_write=False)
+    io.caps = io.server = Capabilities("7.0", emulated=False, vector_search=False, client_bulk_write=False)
 
     def answers(step: Any) -> Any:
         return [] if isinstance(step, Find) else io.execute(step)
@@ -353,12 +353,12 @@ def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
 
     from mongostore.core.plan import is_no_search_error
 
-    assert is_no_search_error(TypeError("mongomock has no such stage"), fake=True)
-    assert not is_no_search_error(TypeError("a driver bug"), fake=False)
-    assert not is_no_search_error(AttributeError("a driver bug"), fake=False)
-    assert is_no_search_error(OperationFailure("no code at all"), fake=False)  # code None: no search
+    assert is_no_search_error(TypeError("mongomock has no such stage"), emulated=True)
+    assert not is_no_search_error(TypeError("a driver bug"), emulated=False)
+    assert not is_no_search_error(AttributeError("a driver bug"), emulated=False)
+    assert is_no_search_error(OperationFailure("no code at all"), emulated=False)  # code None: no search
     building = OperationFailure("cannot query vector index {} while in state INITIAL_SYNC", 8)
-    assert not is_no_search_error(building, fake=False)  # building is not "no search"
+    assert not is_no_search_error(building, emulated=False)  # building is not "no search"
 
 
 def test_each_driver_has_one_handler_per_step_type() -> None:

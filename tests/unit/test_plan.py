@@ -367,7 +367,7 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
 
     def answer(step: Step) -> Any:
         if isinstance(step, Probe):
-            return Capabilities("8.0", fake=False, vector_search=True, client_bulk_write=True)
+            return Capabilities("8.0", emulated=False, vector_search=True, client_bulk_write=True)
         if isinstance(step, Embed):
             return HashingEmbeddings(8).embed_documents(list(step.texts))
         return base(step)
@@ -412,7 +412,7 @@ READY_INDEX = {"name": "mongostore_vectors", "status": "READY", "queryable": Tru
 def test_probe_an_atlas_8_server() -> None:
     answers = {"buildInfo": {"version": "8.0.4"}, "hello": {"maxWireVersion": 25}, "ListSearchIndexes": [READY_INDEX]}
     steps, caps = run_probe(
-        answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True, index_name="mongostore_vectors"
+        answers, emulated=False, has_vectors=True, mode="auto", has_client_bulk=True, index_name="mongostore_vectors"
     )
     assert [type(s).__name__ for s in steps] == ["ServerCommand", "ServerCommand", "ListSearchIndexes"]
     assert (caps.server_version, caps.vector_search, caps.client_bulk_write) == ("8.0.4", True, True)
@@ -428,7 +428,7 @@ def test_probe_a_server_without_search(code: int) -> None:
         "hello": {"maxWireVersion": 21},
         "ListSearchIndexes": OperationFailure("no search", code=code),
     }
-    _, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+    _, caps = run_probe(answers, emulated=False, has_vectors=True, mode="auto", has_client_bulk=True)
     assert (caps.vector_search, caps.client_bulk_write) == (False, False)  # wire 21 < 25: no client bulk_write
     assert str(code) in caps.detail
 
@@ -444,7 +444,7 @@ def test_probe_takes_an_uncoded_refusal_as_no_search(caplog: pytest.LogCaptureFi
     assert refusal.code is None
     answers = {"buildInfo": {"version": "7.0.0"}, "hello": {"maxWireVersion": 20}, "ListSearchIndexes": refusal}
     with caplog.at_level("WARNING", logger="mongostore"):
-        _, caps = run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+        _, caps = run_probe(answers, emulated=False, has_vectors=True, mode="auto", has_client_bulk=True)
     assert (caps.vector_search, caps.client_bulk_write) == (False, False)
     assert "Unsupported aggregation stage: $listSearchIndexes" in caps.detail
     assert any("Unsupported aggregation stage" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
@@ -455,20 +455,24 @@ def test_probe_lets_other_errors_through() -> None:
 
     answers = {"buildInfo": {}, "hello": {}, "ListSearchIndexes": OperationFailure("unauthorized", code=13)}
     with pytest.raises(OperationFailure, match="unauthorized"):
-        run_probe(answers, fake=False, has_vectors=True, mode="auto", has_client_bulk=True)
+        run_probe(answers, emulated=False, has_vectors=True, mode="auto", has_client_bulk=True)
 
 
 def test_probe_of_a_fake_or_a_forced_mode_asks_less() -> None:
     steps, caps = run_probe(
-        {"ListSearchIndexes": TypeError("not callable")}, fake=True, has_vectors=True, mode="auto", has_client_bulk=True
+        {"ListSearchIndexes": TypeError("not callable")},
+        emulated=True,
+        has_vectors=True,
+        mode="auto",
+        has_client_bulk=True,
     )
     assert [type(s).__name__ for s in steps] == ["ListSearchIndexes"]  # mongomock answers no server commands
     assert not caps.vector_search and not caps.client_bulk_write
     # forced atlas: the index list is read (to refuse a missing index), but its failure is not fatal
     steps, caps = run_probe(
-        {"ListSearchIndexes": TypeError("x")}, fake=True, has_vectors=True, mode="atlas", has_client_bulk=False
+        {"ListSearchIndexes": TypeError("x")}, emulated=True, has_vectors=True, mode="atlas", has_client_bulk=False
     )
     assert [type(s).__name__ for s in steps] == ["ListSearchIndexes"]
     assert caps.vector_search and "set in index config" in caps.detail
-    steps, caps = run_probe({}, fake=True, has_vectors=True, mode="local", has_client_bulk=False)
+    steps, caps = run_probe({}, emulated=True, has_vectors=True, mode="local", has_client_bulk=False)
     assert steps == [] and not caps.vector_search

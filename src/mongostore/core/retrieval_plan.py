@@ -83,9 +83,9 @@ def _version(text: str) -> tuple[int, int] | None:
 
 
 def _at_least(caps: Capabilities, wanted: tuple[int, int]) -> bool:
-    """The fakes report no version: they say what they support by answering."""
+    """Emulated engines report no version: they say what they support by answering."""
     found = _version(caps.server_version)
-    return caps.fake or found is None or found >= wanted
+    return caps.emulated or found is None or found >= wanted
 
 
 def needs_atlas(index: IndexSettings, detail: str) -> ConfigurationError | None:

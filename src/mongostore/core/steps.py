@@ -113,7 +113,7 @@ class Capabilities:
     """
 
     server_version: str
-    fake: bool
+    emulated: bool
     vector_search: bool
     client_bulk_write: bool
     detail: str = ""

@@ -66,7 +66,7 @@ class IOBase:
 
     def server_plan(self, has_client_bulk: bool) -> Plan:
         return server_probe_plan(
-            fake=self.backend.emulated, has_client_bulk=has_client_bulk, local=self.backend.local_file
+            emulated=self.backend.emulated, has_client_bulk=has_client_bulk, local=self.backend.local_file
         )
 
     def search_plan(self, server: Capabilities, index_name: str) -> Plan:

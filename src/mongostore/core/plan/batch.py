@@ -166,7 +166,7 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
             ) from exc
         logger.warning("%s; ranking locally until it can", why)
         yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
-    elif is_no_search_error(exc, state.caps.fake if state.caps else False):
+    elif is_no_search_error(exc, state.caps.emulated if state.caps else False):
         logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
         yield DisableVectorSearch(str(exc))
     else:

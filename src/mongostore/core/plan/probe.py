@@ -26,15 +26,15 @@ logger = logging.getLogger("mongostore")
 NO_SEARCH_CODES = frozenset({31082, 6047401, 115, 59, 40324})
 
 
-def is_no_search_error(exc: BaseException, fake: bool = True) -> bool:
+def is_no_search_error(exc: BaseException, emulated: bool = True) -> bool:
     """A search stage or command failed because the server has no search at all.
 
-    A TypeError/AttributeError/NotImplementedError means that only on the fakes
+    A TypeError/AttributeError/NotImplementedError means that only on an emulated engine
     (mongomock & co); from a real server's driver it is a bug and must surface.
     """
     if isinstance(exc, OperationFailure):
         return exc.code in NO_SEARCH_CODES or (exc.code is None and not is_index_unavailable(exc))
-    return fake and isinstance(exc, (NotImplementedError, TypeError, AttributeError))
+    return emulated and isinstance(exc, (NotImplementedError, TypeError, AttributeError))
 
 
 def is_index_unavailable(exc: BaseException) -> bool:
@@ -63,7 +63,7 @@ def _version(version: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts) if len(parts) == 2 else None
 
 
-def search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
+def search_probe_answer(exc: Exception, emulated: bool = True) -> tuple[bool, str]:
     """``(False, why)`` when a search command's error means "this server has no search"; else raise it."""
     if isinstance(exc, OperationFailure):
         if exc.code in NO_SEARCH_CODES:
@@ -78,21 +78,21 @@ def search_probe_answer(exc: Exception, fake: bool = True) -> tuple[bool, str]:
                 message,
             )
             return False, f"server has no Atlas Search (uncoded answer: {message})"
-    if fake and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
+    if emulated and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         # mongomock and its async wrappers know no search stages or commands.
         return False, "this backend has no search index commands"
     raise exc
 
 
-def server_probe_plan(*, fake: bool, has_client_bulk: bool, local: bool = False) -> Plan:
+def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = False) -> Plan:
     """Server version and client-level bulk_write: ``buildInfo`` and ``hello`` only.
 
     What writes need; it never asks about search, so puts and deletes work while
     mongot is unreachable (code 125) or the user may not list search indexes (13).
-    ``local``: the fake is the persistent local store, which ``server_version`` names.
+    ``local``: the emulated engine is the persistent local store, which ``server_version`` names.
     """
     version, wire, sharded = (LOCAL_SERVER if local else FAKE_SERVER), 0, False
-    if not fake:  # mongomock answers no server commands
+    if not emulated:  # an emulated engine (mongomock) answers no server commands
         info = yield ServerCommand("buildInfo")
         version = str(info.get("version", "?"))
         hello = yield ServerCommand("hello")
@@ -100,9 +100,9 @@ def server_probe_plan(*, fake: bool, has_client_bulk: bool, local: bool = False)
         sharded = hello.get("msg") == MONGOS_HELLO_MSG
     return Capabilities(
         server_version=version,
-        fake=fake,
+        emulated=emulated,
         vector_search=False,
-        client_bulk_write=(not fake) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
+        client_bulk_write=(not emulated) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
         detail="search not asked",
         sharded=sharded,
     )
@@ -165,9 +165,9 @@ def search_probe_plan(
             return replace(
                 server, vector_search=True, detail=f"vector_search='atlas' set in index config (index list: {exc})"
             )
-        searchable, why = search_probe_answer(exc, server.fake)
+        searchable, why = search_probe_answer(exc, server.emulated)
         return replace(server, vector_search=searchable, search_commands=False, detail=why)
-    if not found and not server.fake and mode == "auto":
+    if not found and not server.emulated and mode == "auto":
         v = _version(server.server_version)
         if v is None or v < TRUSTED_EMPTY_LIST_VERSION:
             return replace(
@@ -204,8 +204,8 @@ def search_probe_plan(
 
 
 def probe_plan(
-    *, fake: bool, has_vectors: bool, mode: VectorSearchMode, has_client_bulk: bool, index_name: str = ""
+    *, emulated: bool, has_vectors: bool, mode: VectorSearchMode, has_client_bulk: bool, index_name: str = ""
 ) -> Plan:
     """``server_probe_plan`` then ``search_probe_plan``: everything a store asks once."""
-    server = yield from server_probe_plan(fake=fake, has_client_bulk=has_client_bulk)
+    server = yield from server_probe_plan(emulated=emulated, has_client_bulk=has_client_bulk)
     return (yield from search_probe_plan(server, has_vectors=has_vectors, mode=mode, index_name=index_name))

@@ -226,7 +226,7 @@ def _no_search(exc: Exception, index: IndexSettings, server: Capabilities) -> st
     if index.vector_search == "atlas":
         return None
     try:
-        return search_probe_answer(exc, server.fake)[1]
+        return search_probe_answer(exc, server.emulated)[1]
     except Exception:
         return None
 

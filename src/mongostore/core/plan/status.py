@@ -29,7 +29,7 @@ from mongostore.errors import WriteError
 
 
 def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
-    """Delete expired items (and their vectors): for servers or fakes with no TTL monitor."""
+    """Delete expired items (and their vectors): for servers or emulated engines with no TTL monitor."""
     reqs = []
     if with_vectors:
         reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
@@ -78,7 +78,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
         search_index = found[0] if found else None
     return {
         "server_version": caps.server_version,
-        "fake": caps.fake,
+        "emulated": caps.emulated,
         "vector_search_available": caps.vector_search,
         "search_path": "none (no index configured)" if index is None else ("atlas" if caps.vector_search else "local"),
         "client_bulk_write": caps.client_bulk_write,
