@@ -38,6 +38,7 @@ from _common import (
 from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
 
 from mongostore import AsyncMongoStore, MongoStore
+from mongostore.drivers.backend import backend_for
 
 TOPICS = ["pizza", "hiking", "jazz", "python", "coffee", "chess", "sailing", "sushi", "tennis", "poetry"]
 USER = ("bench", "u0000")
@@ -299,7 +300,12 @@ def sync_subject(side: str, puts: list[PutOp], indexed: bool) -> Subject:
     store: Any
     if side == "ours":
         load_ours(backend, puts, indexed)
-        store = MongoStore(proxy, index=ours_index(embed) if indexed else None)  # type: ignore[arg-type]
+        # The backend of the collection under the proxy, stated: the store cannot tell it through the proxy.
+        store = MongoStore(
+            proxy,  # type: ignore[arg-type]
+            index=ours_index(embed) if indexed else None,
+            backend=backend_for(backend),
+        )
         store.setup()
     else:
         from langgraph.store.mongodb import MongoDBStore
@@ -325,7 +331,13 @@ async def async_subject(side: str, puts: list[PutOp], indexed: bool) -> Subject:
     embed = MemoEmbeddings()
     wiring = Wiring(CallLog())
     load_ours(backend, puts, indexed)
-    store = AsyncMongoStore(AsyncProxy(backend, wiring), index=ours_index(embed) if indexed else None)
+    # As in sync_subject: the proxy hides the client's class, by which the store tells an
+    # emulated engine (no server commands) from a server, so the store is told.
+    store = AsyncMongoStore(
+        AsyncProxy(backend, wiring),
+        index=ours_index(embed) if indexed else None,
+        backend=backend_for(backend),
+    )
     await store.setup()
     if real_server() and indexed:
         await asyncio.sleep(SEARCH_SETTLE_SECONDS)
