@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -44,7 +43,7 @@ from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable, require_running_loop
-from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig, utcnow
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
 
 logger = logging.getLogger("mongostore")
 
@@ -99,43 +98,12 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     # ------------------------------------------------------------------ constructors
 
     @classmethod
-    def in_memory(
-        cls,
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        db_name: str = DEFAULT_DB,
-        collection_name: str = DEFAULT_COLLECTION,
-    ) -> AsyncMongoStore:
-        """A temporary in-memory store (mongomock, in the base install), for tests and throwaway use.
-
-        Call it inside a running event loop, like the constructor.
-        """
-        from mongostore.drivers.backend import mongomock_backend
+    def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> AsyncMongoStore:
         from mongostore.drivers.embedded import AsyncCollection
-        from mongostore.drivers.mongomock_compat import in_memory_collection
 
-        items = in_memory_collection(db_name, collection_name)
-        vectors = items.database[f"{collection_name}_vectors"]
-        backend = mongomock_backend(items.database.client)
-        return cls(
-            AsyncCollection(items), index=index, ttl=ttl, vectors_collection=AsyncCollection(vectors), backend=backend
-        )
-
-    @classmethod
-    def local(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        db_name: str = DEFAULT_DB,
-        collection_name: str = DEFAULT_COLLECTION,
-    ) -> AsyncMongoStore:
-        """The persistent embedded store (see ``MongoStore.local``), with the async API."""
-        from mongostore.drivers.embedded import async_local_store
-
-        return async_local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
+        items, vectors, backend = engine
+        wrapped = AsyncCollection(vectors)
+        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=wrapped, backend=backend)
 
     @classmethod
     @asynccontextmanager
@@ -154,15 +122,9 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ``mongomock://`` gives an in-memory store and ``mongostore-local://[/abs/dir]``
         the persistent embedded one (both in the base install): for development only.
         """
-        if conn_string.startswith("mongomock://"):
-            async with cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
-                yield store
-            return
-        if conn_string.startswith("mongostore-local://"):
-            from mongostore.drivers.embedded import parse_local_uri
-
-            path = parse_local_uri(conn_string)
-            async with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
+        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if embedded is not None:
+            async with embedded as store:
                 yield store
             return
         from pymongo import AsyncMongoClient
@@ -277,26 +239,25 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
     async def setup(self) -> None:
         """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
-        await run_async(_plan.setup_plan(self._index), self._io)
+        await run_async(self._setup_plan(), self._io)
 
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
-        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+        return await run_async(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
 
     async def status(self) -> dict[str, Any]:
-        return await run_async(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
 
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
-        scoped = self._scoped(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
-        return await run_async(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
+        plan = self._aggregate_plan(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted."""
-        return await run_async(_plan.sweep_plan(utcnow(), self.vectors_collection is not None), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
 
     async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
         """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
@@ -38,7 +38,7 @@ from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
-from mongostore.drivers.mongomock_compat import adapt_collection, in_memory_collection
+from mongostore.drivers.mongomock_compat import adapt_collection
 from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
 
@@ -60,6 +60,9 @@ def vectors_name(collection_name: str) -> str:
 
 def _database_name(collection: Any) -> str:
     return str(getattr(collection.database, "name", ""))
+
+
+S = TypeVar("S", bound="_StoreConfig")
 
 
 @functools.lru_cache(maxsize=64)
@@ -135,6 +138,82 @@ class _StoreConfig:
         cutoff = utcnow() if self._omit_expired() else None
         return scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=sharded)
 
+    # ------------------------------------------------------------------ the constructors both share
+
+    @classmethod
+    def _embedded(cls: type[S], engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> S:
+        """A store on an embedded engine's collections (the async store wraps them)."""
+        raise NotImplementedError
+
+    @classmethod
+    def in_memory(
+        cls: type[S],
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> S:
+        """A temporary in-memory store on mongomock, for tests and throwaway use (gone on exit).
+
+        (``AsyncMongoStore``: call it inside a running event loop, like the constructor.)
+        """
+        from mongostore.drivers.embedded import memory_engine
+
+        return cls._embedded(memory_engine(db_name, collection_name), index, ttl)
+
+    @classmethod
+    def local(
+        cls: type[S],
+        path: str | os.PathLike[str] | None = None,
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        db_name: str = DEFAULT_DB,
+        collection_name: str = DEFAULT_COLLECTION,
+    ) -> S:
+        """The persistent embedded store: kept in ``<path>/<db_name>.bson``, no server needed.
+
+        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
+        or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
+        the file, so processes may share it; see ``mongostore.drivers.embedded``. For
+        development: a real deployment is MongoDB.
+        """
+        from mongostore.drivers.embedded import local_engine
+
+        return cls._embedded(local_engine(path, db_name, collection_name), index, ttl)
+
+    @classmethod
+    def _for_uri(cls: type[S], conn_string: str, db_name: str, collection_name: str, index: Any, ttl: Any) -> S | None:
+        """The embedded store a ``mongomock://`` or ``mongostore-local://`` URI names, else None."""
+        if conn_string.startswith("mongomock://"):
+            return cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
+        if conn_string.startswith("mongostore-local://"):
+            from mongostore.drivers.embedded import parse_local_uri
+
+            path = parse_local_uri(conn_string)
+            return cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
+        return None
+
+    # ------------------------------------------------------------------ the plans of the extras
+
+    def _setup_plan(self) -> _plan.Plan:
+        return _plan.setup_plan(self._index)
+
+    def _shard_plan(self, hashed: bool) -> _plan.Plan:
+        return _plan.shard_plan(self.vectors_collection is not None, hashed)
+
+    def _status_plan(self) -> _plan.Plan:
+        return _plan.status_plan(self._index, self._vectors_name())
+
+    def _sweep_plan(self) -> _plan.Plan:
+        return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
+
+    def _aggregate_plan(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool
+    ) -> _plan.Plan:
+        return _plan.aggregate_plan(self._scoped(namespace_prefix, pipeline, sharded))
+
     def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
         if sweep_interval_minutes is not None:
             return sweep_minutes(sweep_interval_minutes)
@@ -188,37 +267,9 @@ class MongoStore(_StoreConfig, BaseStore):
     # ------------------------------------------------------------------ constructors
 
     @classmethod
-    def in_memory(
-        cls,
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        db_name: str = DEFAULT_DB,
-        collection_name: str = DEFAULT_COLLECTION,
-    ) -> MongoStore:
-        """A temporary in-memory store on mongomock, for tests and throwaway use (gone on exit)."""
-        return cls(in_memory_collection(db_name, collection_name), index=index, ttl=ttl)
-
-    @classmethod
-    def local(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        db_name: str = DEFAULT_DB,
-        collection_name: str = DEFAULT_COLLECTION,
-    ) -> MongoStore:
-        """The persistent embedded store: kept in ``<path>/<db_name>.bson``, no server needed.
-
-        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
-        or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
-        the file, so processes may share it; see ``mongostore.drivers.embedded``. For development:
-        a real deployment is MongoDB.
-        """
-        from mongostore.drivers.embedded import local_store
-
-        return local_store(path, db_name, collection_name, index=index, ttl=ttl)  # type: ignore[no-any-return]
+    def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> MongoStore:
+        items, vectors, backend = engine
+        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)
 
     @classmethod
     @contextmanager
@@ -237,15 +288,9 @@ class MongoStore(_StoreConfig, BaseStore):
 
         The client is tz-aware and closed when the block ends.
         """
-        if conn_string.startswith("mongomock://"):
-            with cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
-                yield store
-            return
-        if conn_string.startswith("mongostore-local://"):
-            from mongostore.drivers.embedded import parse_local_uri
-
-            path = parse_local_uri(conn_string)
-            with cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name) as store:
+        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if embedded is not None:
+            with embedded as store:
                 yield store
             return
         check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
@@ -277,17 +322,17 @@ class MongoStore(_StoreConfig, BaseStore):
 
         Idempotent: safe to call on every start.
         """
-        run_sync(_plan.setup_plan(self._index), self._io)
+        run_sync(self._setup_plan(), self._io)
 
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
         ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
         collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
-        return run_sync(_plan.shard_plan(self.vectors_collection is not None, hashed), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
-        return run_sync(_plan.status_plan(self._index, self._vectors_name()), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._status_plan(), self._io)  # type: ignore[no-any-return]
 
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
@@ -297,8 +342,8 @@ class MongoStore(_StoreConfig, BaseStore):
         The store puts the scoping ``$match`` first and rejects stages that could read
         or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
         """
-        scoped = self._scoped(namespace_prefix, pipeline, self._io.server_info().sharded)
-        return run_sync(_plan.aggregate_plan(scoped), self._io)  # type: ignore[no-any-return]
+        plan = self._aggregate_plan(namespace_prefix, pipeline, self._io.server_info().sharded)
+        return run_sync(plan, self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted.
@@ -306,7 +351,7 @@ class MongoStore(_StoreConfig, BaseStore):
         MongoDB's TTL monitor does this on its own (about once a minute); this is for
         fakes and for deployments where you want it done at a known time.
         """
-        return run_sync(_plan.sweep_plan(utcnow(), self.vectors_collection is not None), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""

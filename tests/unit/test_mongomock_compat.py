@@ -226,3 +226,27 @@ def test_mongomock_is_recognised_by_class_not_by_module_name() -> None:
     assert adapt_collection(engine) is engine  # the engine's own needs nothing
     ours = adapt_collection(user_collection())
     assert isinstance(ours.database["other"], EngineCollection)  # derived collections (vectors) too
+
+
+# --------------------------------------------------------------------------- 8. cursors in linear time
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"skip": 3}, {"limit": 4}, {"skip": 2, "limit": 5}, {"sort": [("n", -1)], "skip": 1, "limit": 3}]
+)
+def test_engine_cursors_give_mongomocks_documents_taking_the_page_once(kwargs: dict[str, Any]) -> None:
+    """mongomock slices its whole result list again for every document a cursor yields
+    (O(n^2) for n documents); the engine's cursors take the page once, same documents."""
+    docs = [{"_id": i, "n": i % 7} for i in range(30)]
+    plain = user_collection("linear")
+    plain.insert_many([dict(d) for d in docs])
+    ours = new_client()["app"]["linear"]
+    ours.insert_many([dict(d) for d in docs])
+    want = list(plain.find({}, **kwargs))
+    cursor = ours.find({}, **kwargs)
+    first = next(cursor)
+    page = cursor._linear[1]
+    rest = list(cursor)
+    assert [first, *rest] == want
+    assert cursor._linear[1] is page  # taken once, not per document
+    assert type(plain.find({})).__name__ == "Cursor" and not hasattr(plain.find({}), "_linear")  # a user's: as is

@@ -6,7 +6,7 @@
 - ``file``: ``LocalFile``, one database in one BSON file, its lock and its transactions;
 - ``proxy``: ``LocalCollection`` / ``LocalDatabase``, pymongo-shaped handles on a ``LocalFile``;
 - ``asyncwrap``: ``AsyncCollection``, the async face of any sync embedded collection;
-- ``stores``: ``local_store`` / ``async_local_store``, stores whose methods are transactions.
+- ``stores``: ``local_engine`` / ``memory_engine``, the engines a store is built on.
 
 The names below are the package's API, as they were when it was one module.
 """
@@ -15,7 +15,7 @@ from mongostore.drivers.embedded.asyncwrap import AsyncCollection, AsyncCursor, 
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.drivers.embedded.proxy import LocalCollection, LocalDatabase, local_collections, open_local
-from mongostore.drivers.embedded.stores import async_local_store, local_store
+from mongostore.drivers.embedded.stores import local_engine, memory_engine
 
 __all__ = [
     "ENV_DATA_DIR",
@@ -26,10 +26,10 @@ __all__ = [
     "LocalCollection",
     "LocalDatabase",
     "LocalFile",
-    "async_local_store",
     "default_data_dir",
     "local_collections",
-    "local_store",
+    "local_engine",
+    "memory_engine",
     "open_local",
     "parse_local_uri",
 ]

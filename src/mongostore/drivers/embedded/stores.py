@@ -1,8 +1,16 @@
-"""``MongoStore.local`` / ``AsyncMongoStore.local``: plain stores whose backend is the local file.
+"""The embedded engines a store can be built on, each as (items, vectors, ``Backend``).
 
-Their ``Backend``'s unit of work is the file's transaction (lock, reload if changed, run,
-save once if written): the drivers hold it around each whole plan, sync and async alike;
-the async driver holds ``atransaction``, which does all of it on the engine's thread.
+``MongoStore.in_memory`` / ``.local`` and their async twins take these: the store is a
+plain one whose ``Backend`` carries the engine's unit of work, which the drivers hold
+around each whole plan, sync and async alike.
+
+- ``memory_engine``: a fresh mongomock engine (``mongomock_compat``); its unit is one lock
+  per client (mongomock is not thread-safe).
+- ``local_engine``: the local file (``file``, ``proxy``); its unit is the file's transaction
+  (lock, reload if changed, run, save once if written), and the async driver holds
+  ``atransaction``, which does all of it on the engine's thread.
+
+Replacing the embedded engine means a function like these and the constructor that calls it.
 """
 
 from __future__ import annotations
@@ -10,10 +18,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mongostore.drivers.backend import Backend
-from mongostore.drivers.embedded.asyncwrap import AsyncCollection
+from mongostore.drivers.backend import Backend, mongomock_backend
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.proxy import local_collections
+from mongostore.drivers.mongomock_compat import in_memory_collection
+
+Engine = tuple[Any, Any, Backend]  # items collection, vectors collection, backend
 
 
 def local_backend(engine: LocalFile) -> Backend:
@@ -27,27 +37,13 @@ def local_backend(engine: LocalFile) -> Backend:
     )
 
 
-def local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
-    """``MongoStore.local``: a ``MongoStore`` whose every operation is one transaction of the file."""
-    from mongostore.store import MongoStore
-
+def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_name: str) -> Engine:
+    """The local store's collections in ``<path>/<db_name>.bson``, and its backend."""
     items, vectors = local_collections(path, db_name, collection_name)
-    backend = local_backend(items.engine)
-    return MongoStore(items, vectors_collection=vectors, backend=backend, **kwargs)  # type: ignore[arg-type]
+    return items, vectors, local_backend(items.engine)
 
 
-def async_local_store(path: str | os.PathLike[str] | None, db_name: str, collection_name: str, **kwargs: Any) -> Any:
-    """``AsyncMongoStore.local``: each operation is one transaction of the file.
-
-    The lock, the file I/O and every engine call run on the engine's thread: the event
-    loop never blocks, even while another process holds the lock (a long CLI import).
-    """
-    from mongostore.aio import AsyncMongoStore
-
-    items, vectors = local_collections(path, db_name, collection_name)
-    return AsyncMongoStore(
-        AsyncCollection(items),
-        vectors_collection=AsyncCollection(vectors),
-        backend=local_backend(items.engine),
-        **kwargs,
-    )
+def memory_engine(db_name: str, collection_name: str) -> Engine:
+    """A fresh in-memory engine's collections, and its backend."""
+    items = in_memory_collection(db_name, collection_name)
+    return items, items.database[f"{collection_name}_vectors"], mongomock_backend(items.database.client)
