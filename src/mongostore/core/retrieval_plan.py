@@ -427,5 +427,3 @@ def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
         logger.info("updating search index %r (its mappings changed)", hybrid.index_name)
         yield UpdateSearchIndex("vectors", hybrid.index_name, wanted)
     return hybrid.index_name, wanted
-
-

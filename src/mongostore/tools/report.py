@@ -102,10 +102,12 @@ def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> st
         frac = i / 4
         y = top + plot_h - frac * plot_h
         parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>')
-        parts.append(f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
-                     f"{_fmt(bar_max * frac)}</text>")
-        parts.append(f'<text class="tick right" x="{left + plot_w + 6}" y="{y + 4:.1f}">'
-                     f"{_fmt(total_max * frac)}</text>")
+        parts.append(
+            f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(bar_max * frac)}</text>'
+        )
+        parts.append(
+            f'<text class="tick right" x="{left + plot_w + 6}" y="{y + 4:.1f}">{_fmt(total_max * frac)}</text>'
+        )
     every = max(1, math.ceil(len(points) / 12))
     line: list[str] = []
     for i, p in enumerate(points):
@@ -119,25 +121,31 @@ def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> st
             )
         line.append(f"{x0:.1f},{top + plot_h - p.total / total_max * plot_h:.1f}")
         if i % every == 0 or i == len(points) - 1:
-            parts.append(f'<text class="tick" x="{x0:.1f}" y="{top + plot_h + 18}" text-anchor="middle">'
-                         f"{_e(p.period)}</text>")
+            parts.append(
+                f'<text class="tick" x="{x0:.1f}" y="{top + plot_h + 18}" text-anchor="middle">{_e(p.period)}</text>'
+            )
     parts.append(f'<polyline class="total" points="{" ".join(line)}" fill="none" stroke="{TOTAL}" stroke-width="2.5"/>')
     for xy, p in zip(line, points, strict=True):
         cx, cy = xy.split(",")
-        parts.append(f'<circle cx="{cx}" cy="{cy}" r="3" fill="{TOTAL}"><title>{_e(p.period)}: {p.total} in total'
-                     "</title></circle>")
+        parts.append(
+            f'<circle cx="{cx}" cy="{cy}" r="3" fill="{TOTAL}"><title>{_e(p.period)}: {p.total} in total'
+            "</title></circle>"
+        )
     parts.append(f'<line class="axis" x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/>')
     legend_y = height - 10
     for j, (name, color) in enumerate((("created", CREATED), ("updated", UPDATED), ("total items", TOTAL))):
         lx = left + j * 130
-        parts.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{color}"/>'
-                     f'<text class="legend" x="{lx + 18}" y="{legend_y}">{name}</text>')
+        parts.append(
+            f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{color}"/>'
+            f'<text class="legend" x="{lx + 18}" y="{legend_y}">{name}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def bar_svg(css_class: str, label: str, rows: Sequence[tuple[str, int, str]], color: str = BAR,
-            width: int = 1040) -> str:
+def bar_svg(
+    css_class: str, label: str, rows: Sequence[tuple[str, int, str]], color: str = BAR, width: int = 1040
+) -> str:
     """Horizontal bars: (label, value, caption) per row, largest first as given."""
     rows = list(rows)[:MAX_BARS]
     if not rows:
@@ -256,11 +264,10 @@ footer { color: #94a3b8; font-size: 12px; text-align: center; }
 
 def _table(table: Table, numeric_from: int = 1) -> str:
     headers, rows = table
-    head = "".join(
-        f'<th class="{"num" if i >= numeric_from else ""}">{_e(h)}</th>' for i, h in enumerate(headers)
-    )
+    head = "".join(f'<th class="{"num" if i >= numeric_from else ""}">{_e(h)}</th>' for i, h in enumerate(headers))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{_e(c)}</td>' for i, c in enumerate(row))
+        "<tr>"
+        + "".join(f'<td class="{"num" if i >= numeric_from else ""}">{_e(c)}</td>' for i, c in enumerate(row))
         + "</tr>"
         for row in rows
     )
@@ -294,12 +301,11 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
         f"<section><h2>Items per namespace under {_e(prefix)} (level {ns.level})</h2>{namespaces_svg(ns)}{ns_note}"
         f"<details><summary>Table</summary>{_table(ns.table())}</details></section>",
         f'<section><h2>Stale items (not updated for {_e(_fmt(st.days))} days)</h2><div class="row">'
-        f"<div style=\"flex: 0 0 240px\">{stale_svg(st)}</div>"
+        f'<div style="flex: 0 0 240px">{stale_svg(st)}</div>'
         f"<div><p>{st.stale:,} of {st.total:,} items were last updated before "
         f"{_e(st.cutoff.strftime('%Y-%m-%d %H:%M'))} UTC. The oldest:</p>{_table(st.table(), numeric_from=3)}</div>"
         "</div></section>",
-        f"<section><h2>TTL outlook</h2>{ttl_svg(ttl)}"
-        f"{_table(ttl.table())}</section>",
+        f"<section><h2>TTL outlook</h2>{ttl_svg(ttl)}{_table(ttl.table())}</section>",
     ]
     if reports.breakdown is not None:
         bd = reports.breakdown
@@ -319,7 +325,7 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{CSS}</style></head>"
         f"<body><main><h1>{_e(title)}</h1>"

@@ -51,8 +51,7 @@ __all__ = [
 class Aggregator(Protocol):
     """Anything that runs a pipeline over the items under a prefix (e.g. ``MongoStore``)."""
 
-    def aggregate(self, namespace_prefix: tuple[str, ...], pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        ...
+    def aggregate(self, namespace_prefix: tuple[str, ...], pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
 
 
 class AsyncAggregator(Protocol):
@@ -60,8 +59,7 @@ class AsyncAggregator(Protocol):
 
     def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: list[dict[str, Any]]
-    ) -> Awaitable[list[dict[str, Any]]]:
-        ...
+    ) -> Awaitable[list[dict[str, Any]]]: ...
 
 
 def _utcnow() -> datetime:
@@ -74,8 +72,9 @@ def namespace_counts(
     """Items and namespaces per label at ``level`` (default: the level right below ``prefix``,
     e.g. per user under ``("users",)``)."""
     level = len(prefix) if level is None else level
-    return parse_namespace_counts(store.aggregate(tuple(prefix), namespace_counts_pipeline(level, limit=limit)),
-                                  tuple(prefix), level)
+    return parse_namespace_counts(
+        store.aggregate(tuple(prefix), namespace_counts_pipeline(level, limit=limit)), tuple(prefix), level
+    )
 
 
 def growth(store: Aggregator, prefix: tuple[str, ...], period: Period = "day") -> GrowthReport:
@@ -181,8 +180,16 @@ def collect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """Run every report for ``prefix`` (what ``mongostore stats`` shows)."""
-    plan = ReportPlan(tuple(prefix), now or _utcnow(), level=level, period=period, stale_days=stale_days,
-                      breakdown_field=breakdown_field, limit=limit, oldest=min(limit, 10))
+    plan = ReportPlan(
+        tuple(prefix),
+        now or _utcnow(),
+        level=level,
+        period=period,
+        stale_days=stale_days,
+        breakdown_field=breakdown_field,
+        limit=limit,
+        oldest=min(limit, 10),
+    )
     return plan.run(store)
 
 
@@ -198,6 +205,14 @@ async def acollect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """``collect_reports`` for an async store; the pipelines run concurrently."""
-    plan = ReportPlan(tuple(prefix), now or _utcnow(), level=level, period=period, stale_days=stale_days,
-                      breakdown_field=breakdown_field, limit=limit, oldest=min(limit, 10))
+    plan = ReportPlan(
+        tuple(prefix),
+        now or _utcnow(),
+        level=level,
+        period=period,
+        stale_days=stale_days,
+        breakdown_field=breakdown_field,
+        limit=limit,
+        oldest=min(limit, 10),
+    )
     return await plan.arun(store)

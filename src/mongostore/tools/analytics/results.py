@@ -86,8 +86,9 @@ def parse_namespace_counts(
     rows: Sequence[Mapping[str, Any]], prefix: tuple[str, ...], level: int
 ) -> NamespaceCountsReport:
     top = [
-        NamespaceCount(label=str(r["_id"]) if r.get("_id") else None, items=_int(r, "items"),
-                       namespaces=_int(r, "namespaces"))
+        NamespaceCount(
+            label=str(r["_id"]) if r.get("_id") else None, items=_int(r, "items"), namespaces=_int(r, "namespaces")
+        )
         for r in _facet(rows, "top")
     ]
     top.sort(key=lambda r: (-r.items, r.label or ""))
@@ -209,9 +210,7 @@ def parse_stale(
     cutoff: datetime,
 ) -> StaleReport:
     summary = _first(summary_rows)
-    oldest = tuple(
-        StaleItem(tuple(r["namespace"]), str(r["key"]), as_utc(r["updated_at"])) for r in oldest_rows
-    )
+    oldest = tuple(StaleItem(tuple(r["namespace"]), str(r["key"]), as_utc(r["updated_at"])) for r in oldest_rows)
     return StaleReport(
         prefix=tuple(prefix),
         days=days,
