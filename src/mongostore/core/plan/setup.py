@@ -18,7 +18,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as _retrieval
 from mongostore.core import retrieval_plan as modes
-from mongostore.core.plan import backfill
+from mongostore.core.plan.backfill import added_filter_fields, backfill_filter_fields, backfill_texts
 from mongostore.core.plan.context import Plan
 from mongostore.core.plan.probe import search_probe_answer
 from mongostore.core.steps import (
@@ -89,7 +89,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     if index is None:
         return None
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
-    yield from backfill.backfill_texts(index)  # vector documents from before a mode that reads their text
+    yield from backfill_texts(index)  # vector documents from before a mode that reads their text
     if index.vector_search == "local":
         _refuse_atlas_only(index, "vector_search='local' set in index config")
         logger.info("vector_search='local' set in index config: searches rank locally")
@@ -119,8 +119,8 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         )
     if not (yield from _create_or_update(index, existing, wanted, server)):
         return None
-    added = backfill.added_filter_fields(existing[0].get("latestDefinition") if existing else None, wanted)
-    yield from backfill.backfill_filter_fields(index, added)  # before the index is reported ready
+    added = added_filter_fields(existing[0].get("latestDefinition") if existing else None, wanted)
+    yield from backfill_filter_fields(index, added)  # before the index is reported ready
     yield from wait_until_ready(
         index.index_name,
         "vector search index",
