@@ -31,6 +31,8 @@ from mongostore.core.plan import (
     validate_phase,
     write_phase,
 )
+from mongostore.core.plan.paths import ATLAS as ATLAS_PATH
+from mongostore.core.plan.paths import LOCAL
 from mongostore.core.steps import (
     Capabilities,
     DisableVectorSearch,
@@ -187,7 +189,7 @@ def test_read_phase_ranks_locally_when_the_server_has_no_search() -> None:
     assert "$vectorSearch" in first.steps[0].pipeline[0]  # type: ignore[union-attr]
     assert disable == DisableVectorSearch(str(refusal))
     assert [s.role for s in second.steps] == ["items", "vectors"]  # type: ignore[union-attr]
-    assert not state.use_atlas and state.searches[0].read_vectors
+    assert not state.use_atlas and state.searches[0].path is LOCAL and state.searches[0].n_reads == 2
     assert got == [["vectors"], ["items"]]
 
 
@@ -259,7 +261,7 @@ def test_rank_phase_reads_the_atlas_page_items_from_its_rows() -> None:
     state.searches[0].query_vector = [1.0, 0.0, 0.0, 0.0]
     a = doc(("u",), "a", {"text": "pizza"})
     row = {"hits": [{"n": 3}], "scored": [{"n": 2}], "page": {"_id": a["_id"], "score": 0.5}, "item": [a]}
-    state.first_answers[0] = [row]
+    state.searches[0].path, state.searches[0].first = ATLAS_PATH, [[row]]
     steps, _ = run(rank_phase(state), no_steps)
     assert steps == []  # the page's items came with it: no second round trip
     [hit] = state.results[0]  # type: ignore[misc]
@@ -277,7 +279,7 @@ def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
     vectors = [
         {"item_id": a["_id"], "field": "text", "text_hash": ha, "embedding": q.float32_vector(emb.embed_query("pizza"))}
     ]
-    state.first_answers[0] = (items, vectors)
+    state.searches[0].path, state.searches[0].first = LOCAL, [items, vectors]
 
     def answer(step: Step) -> Any:
         assert isinstance(step, Parallel)
@@ -339,4 +341,4 @@ def test_write_phase_asks_nothing_when_there_is_nothing_to_write() -> None:
 
 def test_batch_state_starts_empty() -> None:
     state = BatchState(context(), [])
-    assert (state.semantic, state.put_list, state.refresh, state.first_answers) == ([], [], {}, {})
+    assert (state.semantic, state.put_list, state.refresh) == ([], [], {})

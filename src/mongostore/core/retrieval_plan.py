@@ -24,7 +24,6 @@ from collections.abc import Callable, Generator
 from typing import Any, Literal
 
 import numpy as np
-from langgraph.store.base import SearchOp
 from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
@@ -32,6 +31,7 @@ from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.paging import atlas_paging_plan, initial_k, num_candidates
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -49,7 +49,6 @@ logger = logging.getLogger("mongostore")
 
 Plan = Generator[Step, Any, Any]
 Path = Literal["atlas", "local"]
-MAX_CANDIDATES = 10_000
 RANK_FUSION_VERSION = (8, 0)
 RERANK_VERSION = (8, 3)
 
@@ -163,14 +162,6 @@ def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) 
 # --------------------------------------------------------------------------- reads
 
 
-def _num_candidates(k: int, index: IndexSettings) -> int:
-    return min(MAX_CANDIDATES, max(k * index.candidate_factor, 100, k))
-
-
-def _initial_k(op: SearchOp, index: IndexSettings) -> int:
-    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
-
-
 def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, query_vector: Any, k: int) -> list[Any]:
     """The whole Atlas pipeline of one search page in this index's mode."""
     query = str(op.query)
@@ -183,7 +174,7 @@ def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, 
             index_name=index.index_name,
             query_vector=query_vector,
             query_text=query_text,
-            num_candidates=_num_candidates(depth, index),
+            num_candidates=num_candidates(depth, index),
             k=depth,
             pre_filter=pre,
         )
@@ -200,7 +191,7 @@ def atlas_pipeline(op: Any, index: IndexSettings, items_name: str, cutoff: Any, 
                 index_name=index.index_name,
                 query_vector=query_vector,
                 query_text=query_text,
-                num_candidates=_num_candidates(k, index),
+                num_candidates=num_candidates(k, index),
                 k=k,
                 pre_filter=pre,
             )
@@ -221,7 +212,7 @@ def first_reads(
 ) -> list[Step]:
     """The reads a search of this mode joins the batch with (in the order they are consumed)."""
     if path == "atlas":
-        k = _initial_k(op, index)
+        k = initial_k(op, index)
         return [Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))]
     pre, _ = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
     # The texts in scope are those the Atlas rankings see: the prefix and the
@@ -236,15 +227,6 @@ def first_reads(
 
 
 # --------------------------------------------------------------------------- searches
-
-
-def _unscored_tail(op: Any, vectors_collection: str, cutoff: Any, scored: int, have: int) -> Plan:
-    """Items with no valid vector, newest first, after every scored one (as InMemoryStore):
-    the same rule as the plain vector path (``queries.unscored_pipeline``)."""
-    skip = max(0, op.offset - scored)
-    pipeline = q.unscored_pipeline(op.namespace_prefix, op.filter, vectors_collection, cutoff, skip, op.limit - have)
-    docs = yield Aggregate("items", pipeline)
-    return [(d, None) for d in docs]
 
 
 def _convert(similarity: str) -> Callable[[float], float]:
@@ -269,23 +251,15 @@ def search_plan(
         return (yield from _local_hybrid(op, index, cutoff, query_vector, first))
     fixed = index.hybrid is not None or index.rerank is not None  # one fixed candidate set
     convert = (lambda s: float(s)) if fixed else _convert(index.similarity)
-    k = _initial_k(op, index)
-    out = first[0]
-    while True:
-        facet, docs = q.page_rows(out)  # each page entry came with its item
-        hits = facet["hits"][0]["n"] if facet["hits"] else 0
-        scored = facet["scored"][0]["n"] if facet["scored"] else 0
-        ranked = [(d["_id"], convert(d["score"])) for d in facet["page"]]
-        exhausted = fixed or hits < k
-        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
-            break
-        k = min(MAX_CANDIDATES, k * 4)
-        out = yield Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))
-    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
-    if len(page) < op.limit and exhausted:
-        vectors = vectors_collection or f"{items_name}_vectors"
-        page.extend((yield from _unscored_tail(op, vectors, cutoff, scored, len(page))))
-    return page
+    vectors = vectors_collection or f"{items_name}_vectors"
+
+    def more(k: int) -> Step:
+        return Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))
+
+    def unscored(skip: int, limit: int) -> Step:
+        return Aggregate("items", q.unscored_pipeline(op.namespace_prefix, op.filter, vectors, cutoff, skip, limit))
+
+    return (yield from atlas_paging_plan(op, first[0], initial_k(op, index), more, convert, fixed, unscored))
 
 
 CORPUS_BATCH = 100_000

@@ -15,6 +15,7 @@ Import from here: ``from mongostore.core.plan import batch_plan``.
 
 from __future__ import annotations
 
+from mongostore.core.paging import MAX_CANDIDATES
 from mongostore.core.plan.batch import (
     batch_outcome_plan,
     batch_plan,
@@ -39,7 +40,7 @@ from mongostore.core.plan.probe import (
     search_probe_plan,
     server_probe_plan,
 )
-from mongostore.core.plan.search import MAX_CANDIDATES, VECTOR_PROJECTION
+from mongostore.core.plan.search import VECTOR_PROJECTION
 from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan, shard_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.status import aggregate_plan, status_plan, sweep_plan

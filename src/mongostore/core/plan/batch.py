@@ -30,7 +30,6 @@ from mongostore.core.plan.batch_reads import answer_phase, batch_reads
 from mongostore.core.plan.batch_writes import write_phase
 from mongostore.core.plan.context import Plan, PlanContext, embed_texts
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
-from mongostore.core.plan.search import atlas_search_plan, local_search_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
 from mongostore.core.steps import DisableVectorSearch, Parallel, Probe
@@ -204,20 +203,8 @@ def put_texts_to_embed(state: BatchState) -> tuple[str, ...]:
 
 def rank_phase(state: BatchState) -> Plan:
     """Rank and page each semantic search; ask Atlas again when a page came back short."""
-    index, ctx = state.index, state.ctx
     for s in state.semantic:
-        assert index is not None
-        first: Any = state.first_answers.get(s.pos)
-        if modes.uses_modes(index):
-            assert state.caps is not None
-            path = modes.path_for(index, state.caps, state.use_atlas)
-            docs_scores = yield from modes.search_plan(
-                s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, path, first, ctx.vectors_collection
-            )
-        elif state.use_atlas:
-            docs_scores = yield from atlas_search_plan(s, index, ctx, first)
-        else:
-            docs_scores = yield from local_search_plan(s, index, ctx, first)
+        docs_scores = yield from s.path.rank(s, state, s.first)
         state.results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
         state.note_refresh(
             [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from mongostore.core import queries as q
-from mongostore.core import retrieval_plan as modes
-from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, item_id, namespace_path
+from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, item_id
 from mongostore.core.plan.context import LARGE_BATCH
-from mongostore.core.plan.search import atlas_pipeline, initial_k, local_candidate_reads
+from mongostore.core.plan.paths import search_path
 from mongostore.core.plan.state import BatchState
 from mongostore.core.steps import Aggregate, Find, Step
 
@@ -34,17 +33,11 @@ def batch_reads(state: BatchState) -> list[Step]:
         if not s.semantic:
             filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.sharded)
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
-        elif modes.uses_modes(ctx.index):
-            assert ctx.index is not None and state.caps is not None
-            path = modes.path_for(ctx.index, state.caps, state.use_atlas)
-            reads.extend(modes.first_reads(s.op, ctx.index, ctx.items_name, cutoff, s.query_vector, path))
-        elif state.use_atlas:
-            assert ctx.index is not None
-            reads.append(Aggregate("vectors", atlas_pipeline(s, ctx.index, ctx, initial_k(s.op, ctx.index))))
-        else:
-            cache = ctx.vector_cache
-            s.read_vectors = cache is None or not cache.covers(namespace_path(s.op.namespace_prefix))
-            reads.extend(local_candidate_reads(s.op, cutoff, s.read_vectors, ctx.sharded))
+        else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
+            s.path = search_path(state)
+            first = s.path.reads(s, state)
+            s.n_reads = len(first)
+            reads.extend(first)
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
@@ -87,7 +80,6 @@ def _answer_gets(state: BatchState, answers: list[Any]) -> None:
 
 def _answer_searches(state: BatchState, answers: list[Any]) -> None:
     """Plain searches get their results; semantic ones their first answers, for ``rank_phase``."""
-    index = state.index
     for s in state.searches:
         if s.op.limit == 0:
             state.results[s.pos] = []
@@ -95,14 +87,8 @@ def _answer_searches(state: BatchState, answers: list[Any]) -> None:
             docs = answers.pop()
             state.results[s.pos] = [doc_to_search_item(d) for d in docs]
             state.note_refresh(docs, s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos)
-        elif modes.uses_modes(index):
-            assert index is not None and state.caps is not None
-            n = 1 if modes.path_for(index, state.caps, state.use_atlas) == "atlas" else 2
-            state.first_answers[s.pos] = [answers.pop() for _ in range(n)]
-        elif state.use_atlas:
-            state.first_answers[s.pos] = answers.pop()
         else:
-            state.first_answers[s.pos] = (answers.pop(), answers.pop() if s.read_vectors else None)
+            s.first = [answers.pop() for _ in range(s.n_reads)]
 
 
 def _answer_listings(state: BatchState, answers: list[Any]) -> None:

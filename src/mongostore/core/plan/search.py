@@ -16,13 +16,11 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
+from mongostore.core.paging import atlas_paging_plan, initial_k, num_candidates
 from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
 from mongostore.core.plan.state import PendingSearch
 from mongostore.core.queries import unscored_pipeline
 from mongostore.core.steps import Aggregate, Find, Parallel, Step
-
-MAX_CANDIDATES = 10_000
-
 
 VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
 
@@ -119,18 +117,13 @@ def _unscored_read(op: SearchOp, ctx: PlanContext, ranking: _vectors.Ranking, sk
     return Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit)
 
 
-def initial_k(op: SearchOp, index: IndexSettings) -> int:
-    """Vectors to ask for: enough for the page when items have a few vectors each."""
-    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
-
-
 def atlas_pipeline(s: PendingSearch, index: IndexSettings, ctx: PlanContext, k: int) -> list[dict[str, Any]]:
     assert s.query_vector is not None
     pre, post = q.vector_prefilter(s.op.namespace_prefix, s.op.filter, index.filter_fields)
     return q.vector_search_pipeline(
         index_name=index.index_name,
         query_vector=s.query_vector,
-        num_candidates=min(MAX_CANDIDATES, max(k * index.candidate_factor, 100)),
+        num_candidates=num_candidates(k, index),
         k=k,
         pre_filter=pre,
         post_filter=post,
@@ -143,38 +136,14 @@ def atlas_pipeline(s: PendingSearch, index: IndexSettings, ctx: PlanContext, k: 
 
 
 def atlas_search_plan(s: PendingSearch, index: IndexSettings, ctx: PlanContext, first: list[dict[str, Any]]) -> Plan:
-    """Read a ``$vectorSearch`` page (the first one came with the batch's reads); when a
-    page comes back short while more candidates exist, ask again with four times more."""
+    """A ``$vectorSearch`` page (the first one came with the batch's reads): ``atlas_paging_plan``."""
     op = s.op
-    k = initial_k(op, index)
-    out = first
-    while True:
-        # One row per page entry, each with its item (q.page_rows): no second trip for the items.
-        facet, docs = q.page_rows(out)
-        hits = facet["hits"][0]["n"] if facet["hits"] else 0
-        scored = facet["scored"][0]["n"] if facet["scored"] else 0
-        ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
-        exhausted = hits < k
-        if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
-            break
-        k = min(MAX_CANDIDATES, k * 4)
-        out = yield Aggregate("vectors", atlas_pipeline(s, index, ctx, k))
-    page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
-    if len(page) < op.limit and exhausted:
-        # Every scored item was seen: fill the page with items that have no vectors
-        # (index=False, no indexed field), newest first, as InMemoryStore does.
-        skip = max(0, op.offset - scored)
-        docs = yield Aggregate(
-            "items",
-            unscored_pipeline(
-                op.namespace_prefix,
-                op.filter,
-                ctx.vectors_collection,
-                ctx.expiry_cutoff,
-                skip,
-                op.limit - len(page),
-                sharded=ctx.sharded,
-            ),
+
+    def unscored(skip: int, limit: int) -> Step:
+        pipeline = unscored_pipeline(
+            op.namespace_prefix, op.filter, ctx.vectors_collection, ctx.expiry_cutoff, skip, limit, sharded=ctx.sharded
         )
-        page.extend((d, None) for d in docs)
-    return page
+        return Aggregate("items", pipeline)
+
+    more = lambda k: Aggregate("vectors", atlas_pipeline(s, index, ctx, k))  # noqa: E731
+    return (yield from atlas_paging_plan(op, first, initial_k(op, index), more, float, False, unscored))

@@ -39,7 +39,9 @@ class PendingSearch:
     op: SearchOp
     semantic: bool
     query_vector: list[float] | None = None
-    read_vectors: bool = False  # local path: the batch's reads include every vector under the prefix
+    path: Any = None  # its ``plan.paths.SearchPath``, chosen when the batch's reads are built
+    n_reads: int = 0  # how many of the batch's reads are its path's
+    first: list[Any] = field(default_factory=list)  # their answers, in the order the path asked
 
 
 @dataclass
@@ -100,7 +102,6 @@ class BatchState:
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
     use_atlas: bool = False
     caps: Capabilities | None = None
-    first_answers: dict[int, Any] = field(default_factory=dict)  # search pos -> local candidates or Atlas page
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
     put_texts: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # id -> {field: (text, hash)}
     packed: dict[str, Any] = field(default_factory=dict)  # text -> its float32 BinData vector
