@@ -202,10 +202,14 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     modes = _modes(opts)
     auto = modes[0]
     embeddings: Embeddings
+    dims = opts.dims
+    local = _local_embedder(opts.embed, dims)
     if auto is not None:
         embeddings = AtlasEmbeddings(auto.model)
+    elif local is not None:
+        embeddings, dims = local
     else:
-        if opts.dims is None:
+        if dims is None:
             raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
         try:
             embeddings = ensure_embeddings(opts.embed)
@@ -219,7 +223,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
     return IndexSettings(
-        dims=auto.dims if auto is not None else int(opts.dims or 0),
+        dims=auto.dims if auto is not None else int(dims or 0),
         embeddings=embeddings,
         fields=fields,
         similarity=opts.similarity,
@@ -257,6 +261,22 @@ class AtlasEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._refuse()  # type: ignore[no-any-return]
+
+
+LOCAL_EMBEDDERS = ("minilm", "hashing")
+
+
+def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | None:
+    """``embed="minilm"`` / ``"hashing"``: the project's own offline embedders, as the CLI's
+    ``--embed`` takes them (``tools.settings.resolve_embeddings``: one rule for both; ``dims``
+    may then be left out). Imported here, lazily: the one place configuration reaches a tool."""
+    if not isinstance(embed, str) or embed.strip().lower() not in LOCAL_EMBEDDERS:
+        return None
+    from mongostore.tools.settings import resolve_embeddings
+
+    resolved = resolve_embeddings(embed, dims)
+    assert resolved is not None and not isinstance(resolved[0], str)
+    return resolved[0], resolved[1]
 
 
 def _auto_model(embed: Any) -> str | None:

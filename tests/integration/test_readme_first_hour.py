@@ -27,7 +27,12 @@ def run_snippet(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedPr
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MONGOSTORE_") and k != "MONGODB_URI"}
     environ.update(PYTHONPATH=str(ROOT / "src"), MONGOSTORE_DATA_DIR=str(tmp_path / "data"), **env)
     return subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=180,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=180,
         check=False,
     )
 
@@ -75,8 +80,41 @@ def test_the_count_of_tests_that_need_a_server_is_right() -> None:
     assert said is not None
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "realserver", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     counted = re.search(r"^(\d+)/\d+ tests collected", proc.stdout, re.M)
     assert counted is not None, proc.stdout[-500:]
     assert abs(int(said.group(1).replace(",", "")) - int(counted.group(1))) <= 0.1 * int(counted.group(1))
+
+
+def test_the_offline_langgraph_snippet_runs_as_written(tmp_path: Path) -> None:
+    """Issue 29.5: Python takes the CLI's embedder names; the offline graph needs no
+    langchain, key or server, and recalls by meaning ("hungry" finds the pizza)."""
+    code = python_block_after("The same graph offline, runnable as written")
+    assert "langchain" not in code and "mongodb://" not in code
+    proc = run_snippet(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "I remember: I love pizza" in proc.stdout
+
+
+@pytest.mark.parametrize(("embed", "dims"), [("hashing", None), ("hashing", 64), ("minilm", None), ("minilm", 384)])
+def test_python_takes_the_clis_embedder_names(embed: str, dims: int | None) -> None:
+    from mongostore import MongoStore
+
+    index: dict[str, object] = {"embed": embed, "fields": ["text"]}
+    if dims is not None:
+        index["dims"] = dims
+    store = MongoStore.in_memory(index=index)
+    store.put(("u",), "a", {"text": "I like pizza"})
+    assert store.search(("u",), query="pizza")[0].key == "a"
+
+
+def test_a_named_embedder_with_the_wrong_dims_is_refused_before_any_io() -> None:
+    from mongostore import ConfigurationError, MongoStore
+
+    with pytest.raises(ConfigurationError, match="384 dimensions, not 100"):
+        MongoStore.in_memory(index={"embed": "minilm", "dims": 100})
