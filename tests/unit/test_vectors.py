@@ -193,3 +193,24 @@ def test_unscored_items_order_newest_first_whatever_the_date_shape() -> None:
         {"_id": "a-tie", "updated_at": (base + timedelta(seconds=1)).replace(tzinfo=None)},
     ]
     assert [d["_id"] for d in newest_first(docs)] == ["naive-newer", "a-tie", "b-tie", "aware-older"]
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dotProduct", "euclidean"])
+def test_score_documents_is_the_float64_reference_and_survives_eviction(similarity: str) -> None:
+    """The local hybrid fusion scores every vector in scope through the same matrix as the
+    plain path's ranking: the same numbers as the reference, also for a row evicted at once."""
+    rng = np.random.default_rng(7)
+    docs = [
+        {
+            "item_id": f"i{i}",
+            "field": "text",
+            "text_hash": f"h{i}",
+            "embedding": float32_vector(rng.standard_normal(DIMS)),
+        }
+        for i in range(12)
+    ]
+    query = rng.standard_normal(DIMS)
+    want = similarities(query, [np.frombuffer(d["embedding"], "<f4", offset=2) for d in docs], similarity).tolist()
+    for cache in (VectorCache(DIMS), VectorCache(DIMS, max_rows=4)):  # (the second evicts as it adds)
+        assert cache.score_documents(query.tolist(), docs, similarity) == want
+        assert cache.score_documents(query.tolist(), docs, similarity) == want  # held now (what still fits)

@@ -222,7 +222,7 @@ def first_reads(
         Find(
             "items", q.search_filter(op.namespace_prefix, op.filter, cutoff), {"_id": 1, "vectors": 1, "updated_at": 1}
         ),
-        Find("vectors", scope, {"_id": 1, "item_id": 1, "text_hash": 1, "embedding": 1, "text": 1}),
+        Find("vectors", scope, {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1, "text": 1}),
     ]
 
 
@@ -245,10 +245,12 @@ def search_plan(
     path: Path,
     first: list[Any],
     vectors_collection: str = "",
+    cache: _vectors.VectorCache | None = None,
 ) -> Plan:
-    """One search page in this mode -> ``[(item document, score)]``."""
+    """One search page in this mode -> ``[(item document, score)]``; ``cache``: the store's
+    client-side matrix, which scores the local fusion's vectors as it ranks the plain path's."""
     if path == "local":
-        return (yield from _local_hybrid(op, index, cutoff, query_vector, first))
+        return (yield from _local_hybrid(op, index, cutoff, query_vector, first, cache))
     fixed = index.hybrid is not None or index.rerank is not None  # one fixed candidate set
     convert = (lambda s: float(s)) if fixed else _convert(index.similarity)
     vectors = vectors_collection or f"{items_name}_vectors"
@@ -271,13 +273,15 @@ def first_scope_is_narrow(op: Any, index: IndexSettings) -> bool:
     return bool(pre)
 
 
-def _local_hybrid(op: Any, index: IndexSettings, cutoff: Any, query_vector: Any, first: list[Any]) -> Plan:
+def _local_hybrid(
+    op: Any, index: IndexSettings, cutoff: Any, query_vector: Any, first: list[Any], cache: _vectors.VectorCache | None
+) -> Plan:
     """The exact local fusion: both rankings over the texts in scope, RRF, best per item."""
     assert index.hybrid is not None and query_vector is not None
     items, vecs = first
     keys = [str(v["_id"]) for v in vecs]
-    matrix = _vectors.as_matrix([v["embedding"] for v in vecs], index.dims)
-    vector_scores = _vectors.similarities(query_vector, matrix, index.similarity).tolist()
+    cache = cache if cache is not None else _vectors.VectorCache(index.dims)
+    vector_scores = cache.score_documents(query_vector, vecs, index.similarity)
     # The texts in scope are the whole corpus when the scope is everything (documents
     # without a text are not in a $search index).
     corpus = [v[r.TEXT_PATH] for v in vecs if isinstance(v.get(r.TEXT_PATH), str)]

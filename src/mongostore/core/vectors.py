@@ -320,6 +320,28 @@ class VectorCache:
             scored = self._top(query, np.asarray(rows, dtype=np.int64), owners, multi, similarity, k) if rows else []
         return Ranking(scored, missing, absent, n_scored, unscored)
 
+    def score_documents(self, query: Sequence[float], docs: Sequence[dict[str, Any]], similarity: str) -> list[float]:
+        """Hold these vector documents and give each one's exact (float64) similarity, in order:
+        the local hybrid fusion ranks every vector in scope, not a top k. Atomic: a row another
+        thread evicts meanwhile is scored from the document itself."""
+        with self._lock:
+            new: dict[tuple[str, str], tuple[str, Any]] = {}
+            for d in docs:
+                if (d["item_id"], d["text_hash"]) not in self._row:
+                    new[d["item_id"], d["text_hash"]] = (d.get("field", ""), d["embedding"])
+            if new:
+                self._store(new)
+            held = np.asarray([self._row.get((d["item_id"], d["text_hash"]), -1) for d in docs], dtype=np.int64)
+            ok = held >= 0
+            matrix = np.empty((len(docs), self.dims), dtype=np.float32)
+            matrix[ok] = self._m[held[ok]]
+            self._clock += 1
+            self._used[held[ok]] = self._clock
+        if not ok.all():
+            lost = np.flatnonzero(~ok)
+            matrix[lost] = as_matrix([docs[int(i)]["embedding"] for i in lost], self.dims)
+        return similarities(np.asarray(query, dtype=np.float64), matrix, similarity).tolist()  # type: ignore[no-any-return]
+
     def _top(
         self,
         query: Sequence[float],

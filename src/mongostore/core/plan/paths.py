@@ -82,6 +82,7 @@ class ModesPath:
                 self.where,
                 first,
                 ctx.vectors_collection,
+                ctx.vector_cache,
             )
         )
 
