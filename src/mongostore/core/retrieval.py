@@ -248,15 +248,11 @@ def vector_stage(
     pre_filter: Mapping[str, Any],
 ) -> dict[str, Any]:
     """``$vectorSearch`` by vector (``path: embedding``) or by text (``path: text``, autoEmbed)."""
-    stage: dict[str, Any] = {"index": index_name, "numCandidates": num_candidates, "limit": k}
-    if query_text is not None:
-        stage.update(path=TEXT_PATH, query={"text": query_text})
-    else:
-        assert query_vector is not None
-        stage.update(path="embedding", queryVector=q.float32_vector(query_vector))  # as vector_search_pipeline
-    if pre_filter:
-        stage["filter"] = dict(pre_filter)
-    return {"$vectorSearch": stage}
+    return {
+        "$vectorSearch": q.vector_search_stage(
+            index_name, query_vector, num_candidates, k, pre_filter, query_text, TEXT_PATH
+        )
+    }
 
 
 def text_stages(

@@ -68,6 +68,7 @@ from mongostore.core.queries.vector_search import (
     vector_candidates_filter,
     vector_prefilter,
     vector_search_pipeline,
+    vector_search_stage,
 )
 from mongostore.core.queries.writes import (
     Role,
@@ -136,5 +137,6 @@ __all__ = [
     "vector_indexes",
     "vector_prefilter",
     "vector_search_pipeline",
+    "vector_search_stage",
     "with_shard_range",
 ]

@@ -152,19 +152,26 @@ def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
     return {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
 
 
-def _vector_search_stage(
-    index_name: str, query_vector: Sequence[float], num_candidates: int, k: int, pre_filter: Mapping[str, Any]
+def vector_search_stage(
+    index_name: str,
+    query_vector: Sequence[float] | None,
+    num_candidates: int,
+    k: int,
+    pre_filter: Mapping[str, Any],
+    query_text: str | None = None,
+    text_path: str = "text",
 ) -> dict[str, Any]:
-    """The ``$vectorSearch`` stage's body: the ``k`` nearest vectors that pass the pre-filter."""
-    stage: dict[str, Any] = {
-        "index": index_name,
-        "path": "embedding",
+    """The ``$vectorSearch`` stage's body (every path: plain vectors and the modes): the ``k``
+    nearest vectors that pass the pre-filter, by vector (``path: embedding``) or, with
+    automated embedding, by the query's text (``path: text_path``, ``query: {text}``)."""
+    stage: dict[str, Any] = {"index": index_name, "numCandidates": num_candidates, "limit": k}
+    if query_text is not None:
+        stage.update(path=text_path, query={"text": query_text})
+    else:
+        assert query_vector is not None
         # Packed float32, as the stored vectors are: mongot ranks in float32 either way
         # (Vector.fromBson), and 384 doubles cost the client ~25 us to encode, BinData ~2 us.
-        "queryVector": float32_vector(query_vector),
-        "numCandidates": num_candidates,
-        "limit": k,
-    }
+        stage.update(path="embedding", queryVector=float32_vector(query_vector))
     if pre_filter:
         stage["filter"] = dict(pre_filter)
     return stage
@@ -199,7 +206,7 @@ def vector_search_pipeline(
     joins its item (``page_rows`` reads them back). One round trip, whatever the
     items weigh: no row holds more than one item.
     """
-    stage = _vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
+    stage = vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
     return [
         {"$vectorSearch": stage},
         *scored_page_stages(
