@@ -34,6 +34,7 @@ from mongostore.config import (
     ttl_settings,
 )
 from mongostore.core import plan as _plan
+from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
@@ -52,10 +53,6 @@ DRIVER_INFO = DriverInfo(name="mongostore", version="0.1.0")
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def vectors_name(collection_name: str) -> str:
-    return f"{collection_name}_vectors"
 
 
 def _database_name(collection: Any) -> str:

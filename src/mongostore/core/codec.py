@@ -101,6 +101,11 @@ def item_id(namespace: tuple[str, ...], key: str) -> str:
     return namespace_path(namespace) + "\x00" + key
 
 
+def vectors_name(items_name: str) -> str:
+    """The vectors collection of an items collection, unless one is given: ``<items>_vectors``."""
+    return f"{items_name}_vectors"
+
+
 def vector_id(item: str, field: str) -> str:
     return item + "\x00" + field
 

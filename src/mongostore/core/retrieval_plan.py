@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable, Generator
 from typing import Any, Literal
 
@@ -30,7 +29,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION
+from mongostore.core.codec import ITEM_PROJECTION, vectors_name
 from mongostore.core.paging import atlas_paging_plan, initial_k, num_candidates
 from mongostore.core.steps import (
     Aggregate,
@@ -76,14 +75,9 @@ def uses_modes(index: IndexSettings | None) -> bool:
     return index is not None and index.stores_text
 
 
-def _version(text: str) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def _at_least(caps: Capabilities, wanted: tuple[int, int]) -> bool:
     """Emulated engines report no version: they say what they support by answering."""
-    found = _version(caps.server_version)
+    found = caps.version
     return caps.emulated or found is None or found >= wanted
 
 
@@ -253,7 +247,7 @@ def search_plan(
         return (yield from _local_hybrid(op, index, cutoff, query_vector, first, cache))
     fixed = index.hybrid is not None or index.rerank is not None  # one fixed candidate set
     convert = (lambda s: float(s)) if fixed else _convert(index.similarity)
-    vectors = vectors_collection or f"{items_name}_vectors"
+    vectors = vectors_collection or vectors_name(items_name)
 
     def more(k: int) -> Step:
         return Aggregate("vectors", atlas_pipeline(op, index, items_name, cutoff, query_vector, k))

@@ -7,6 +7,7 @@ in ``mongostore.drivers`` turn steps into pymongo or embedder calls.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +122,12 @@ class Capabilities:
     index_status: str = ""
     recheck: bool = False
     sharded: bool = False  # behind mongos (``hello`` says ``msg: "isdbgrid"``)
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        """(major, minor) of ``server_version``; None when it names no version (an emulated engine)."""
+        parts = re.findall(r"\d+", self.server_version)[:2]
+        return (int(parts[0]), int(parts[1])) if len(parts) == 2 else None
 
 
 @dataclass(frozen=True)

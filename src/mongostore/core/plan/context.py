@@ -9,6 +9,7 @@ from typing import Any
 
 from mongostore.config import IndexSettings, TTLSettings
 from mongostore.core import vectors as _vectors
+from mongostore.core.codec import vectors_name
 from mongostore.core.steps import Embed, Step
 
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
@@ -51,7 +52,7 @@ class PlanContext:
 
     @property
     def vectors_collection(self) -> str:
-        return self.vectors_name or f"{self.items_name}_vectors"
+        return self.vectors_name or vectors_name(self.items_name)
 
 
 def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:

@@ -8,7 +8,6 @@ command or stage: "this server has no search" (rank locally) or a real error.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -56,11 +55,6 @@ LOCAL_SERVER = "the local store (mongomock's engine, data in one file, for devel
 # Before 7.1, $listSearchIndexes off Atlas may answer an empty list instead of an error
 # (manual, $listSearchIndexes "Errors"; SERVER-78831, SERVER-117001).
 TRUSTED_EMPTY_LIST_VERSION = (7, 1)
-
-
-def _version(version: str) -> tuple[int, ...] | None:
-    parts = re.findall(r"\d+", version)[:2]
-    return tuple(int(p) for p in parts) if len(parts) == 2 else None
 
 
 def search_probe_answer(exc: Exception, emulated: bool = True) -> tuple[bool, str]:
@@ -168,7 +162,7 @@ def search_probe_plan(
         searchable, why = search_probe_answer(exc, server.emulated)
         return replace(server, vector_search=searchable, search_commands=False, detail=why)
     if not found and not server.emulated and mode == "auto":
-        v = _version(server.server_version)
+        v = server.version
         if v is None or v < TRUSTED_EMPTY_LIST_VERSION:
             return replace(
                 server,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mongostore.core.codec import vectors_name
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.paths import default_data_dir
 
@@ -227,4 +228,4 @@ def local_collections(
 ) -> tuple[LocalCollection, LocalCollection]:
     """The items collection and its ``_vectors`` sidecar in the local store at ``path``."""
     engine = open_local(path, db_name)
-    return LocalCollection(engine, collection_name), LocalCollection(engine, f"{collection_name}_vectors")
+    return LocalCollection(engine, collection_name), LocalCollection(engine, vectors_name(collection_name))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mongostore.core.codec import vectors_name
 from mongostore.drivers.backend import Backend, mongomock_backend
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.proxy import local_collections
@@ -46,4 +47,4 @@ def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_n
 def memory_engine(db_name: str, collection_name: str) -> Engine:
     """A fresh in-memory engine's collections, and its backend."""
     items = in_memory_collection(db_name, collection_name)
-    return items, items.database[f"{collection_name}_vectors"], mongomock_backend(items.database.client)
+    return items, items.database[vectors_name(collection_name)], mongomock_backend(items.database.client)
