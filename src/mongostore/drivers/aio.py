@@ -15,10 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from langchain_core.embeddings import Embeddings
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 
-from mongostore.config import VectorSearchMode
 from mongostore.core.plan import Plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
@@ -46,7 +44,6 @@ from mongostore.core.steps import (
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.backend import Backend
 
 T = TypeVar("T")
 
@@ -97,16 +94,7 @@ async def _to_list(cursor: Any) -> list[Any]:
 class AsyncIO(shared.IOBase):
     """Runs steps against pymongo ``AsyncCollection`` s or Motor; remembers the server's capabilities."""
 
-    def __init__(
-        self,
-        items: Any,
-        vectors: Any | None,
-        embeddings: Embeddings | None,
-        mode: VectorSearchMode = "auto",
-        backend: Backend | None = None,
-    ) -> None:
-        super().__init__(items, vectors, embeddings, mode, backend)
-        self._probe_lock: asyncio.Lock | None = None
+    _probe_lock: asyncio.Lock | None = None  # made on first use, in the running loop
 
     def _lock(self) -> asyncio.Lock:
         if self._probe_lock is None:

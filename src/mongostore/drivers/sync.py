@@ -14,11 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
-from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionInvalid, OperationFailure
 
-from mongostore.config import VectorSearchMode
 from mongostore.core.plan import Plan
 from mongostore.core.queries import Role
 from mongostore.core.steps import (
@@ -46,7 +43,6 @@ from mongostore.core.steps import (
     WriteOutcome,
 )
 from mongostore.drivers import shared
-from mongostore.drivers.backend import Backend
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
@@ -68,16 +64,7 @@ def run_sync(plan: Plan, io: SyncIO) -> Any:
 class SyncIO(shared.IOBase):
     """Runs steps against pymongo ``Collection`` s; remembers the server's capabilities."""
 
-    def __init__(
-        self,
-        items: Collection[Any],
-        vectors: Collection[Any] | None,
-        embeddings: Embeddings | None,
-        mode: VectorSearchMode = "auto",
-        backend: Backend | None = None,
-    ) -> None:
-        super().__init__(items, vectors, embeddings, mode, backend)
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+    _executor: concurrent.futures.ThreadPoolExecutor | None = None  # made on first use
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:

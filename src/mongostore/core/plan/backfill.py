@@ -23,7 +23,7 @@ extraction, which no aggregation expression can do for ``$`` or ``{a,b}`` paths.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mongostore.config import IndexSettings
@@ -85,6 +85,25 @@ def _items(ids: list[str]) -> Plan:
     return {d["_id"]: d.get("value") or {} for d in docs}
 
 
+def _per_item(
+    docs: list[dict[str, Any]],
+    build: Callable[[str, dict[str, Any], list[dict[str, Any]]], list[q.WriteRequest]],
+    what: str,
+) -> Plan:
+    """Vector documents grouped by item; for each chunk of items, read their values and write
+    what ``build(item id, value, its vector documents)`` asks (items gone are skipped).
+    Returns how many documents were updated."""
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        by_item.setdefault(str(doc["item_id"]), []).append(doc)
+    done = 0
+    for ids in _chunks(sorted(by_item)):
+        values = yield from _items(ids)
+        requests = [r for iid in ids if iid in values for r in build(iid, values[iid], by_item[iid])]
+        done += yield from _write(requests, what)
+    return done
+
+
 def _write(requests: list[q.WriteRequest], what: str) -> Plan:
     if not requests:
         return 0
@@ -111,25 +130,22 @@ def backfill_texts(index: IndexSettings) -> Plan:
     )
     if not missing:
         return 0
-    by_item: dict[str, list[dict[str, Any]]] = {}
-    for doc in missing:
-        by_item.setdefault(str(doc["item_id"]), []).append(doc)
-    done = 0
-    for ids in _chunks(sorted(by_item)):
-        values = yield from _items(ids)
+
+    def texts(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
         requests = []
-        for iid in ids:
-            for doc in by_item[iid]:
-                text = text_of(index, values[iid], str(doc["field"]), str(doc["text_hash"])) if iid in values else None
-                if text is None:
-                    continue  # the item is gone or holds another text now: the vector is stale anyway
-                update: dict[str, Any] = {"$set": {TEXT_PATH: text}}
-                if index.auto_embed is not None:
-                    update["$unset"] = {"embedding": ""}  # Atlas embeds the text
-                # item_id: the vectors' recommended shard key, which single-document writes carry
-                flt = {"_id": doc["_id"], "item_id": iid, "text_hash": doc["text_hash"], TEXT_PATH: {"$exists": False}}
-                requests.append(q.WriteRequest("vectors", "update_one", flt, update))
-        done += yield from _write(requests, "vector text")
+        for doc in docs:
+            text = text_of(index, value, str(doc["field"]), str(doc["text_hash"]))
+            if text is None:
+                continue  # the item holds another text now: the vector is stale anyway
+            update: dict[str, Any] = {"$set": {TEXT_PATH: text}}
+            if index.auto_embed is not None:
+                update["$unset"] = {"embedding": ""}  # Atlas embeds the text
+            # item_id: the vectors' recommended shard key, which single-document writes carry
+            flt = {"_id": doc["_id"], "item_id": iid, "text_hash": doc["text_hash"], TEXT_PATH: {"$exists": False}}
+            requests.append(q.WriteRequest("vectors", "update_one", flt, update))
+        return requests
+
+    done: int = yield from _per_item(missing, texts, "vector text")
     if done:
         logger.info("setup(): gave %d vector documents written before %s their text", done, _modes(index))
     return done
@@ -159,24 +175,18 @@ def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
     vectors = yield Find("vectors", {}, {"_id": 1, "item_id": 1, "value": 1}, batch_size=LARGE_BATCH)
     if not vectors:
         return 0
-    by_item: dict[str, list[dict[str, Any]]] = {}
-    for doc in vectors:
-        by_item.setdefault(str(doc["item_id"]), []).append(doc)
-    done = 0
-    for ids in _chunks(sorted(by_item)):
-        values = yield from _items(ids)
-        requests = []
-        for iid in ids:
-            if iid not in values:
-                continue
-            copies = q.filter_field_values(values[iid], index.filter_fields)
-            for doc in by_item[iid]:
-                if (doc.get("value") or {}) == copies:
-                    continue
-                update = {"$set": {"value": copies}} if copies else {"$unset": {"value": ""}}
-                flt = {"_id": doc["_id"], "item_id": iid}  # with the shard key, as every single-document write
-                requests.append(q.WriteRequest("vectors", "update_one", flt, update))
-        done += yield from _write(requests, "filter field")
+
+    def copies(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
+        wanted = q.filter_field_values(value, index.filter_fields)
+        update = {"$set": {"value": wanted}} if wanted else {"$unset": {"value": ""}}
+        # with the shard key (item_id), as every single-document write
+        return [
+            q.WriteRequest("vectors", "update_one", {"_id": doc["_id"], "item_id": iid}, update)
+            for doc in docs
+            if (doc.get("value") or {}) != wanted
+        ]
+
+    done: int = yield from _per_item(vectors, copies, "filter field")
     if done:
         logger.info(
             "setup(): copied the filter field(s) %s onto %d vector documents written before they were declared",
