@@ -133,19 +133,10 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-def stored_instant(value: datetime | int) -> datetime:
-    """A date as a candidate read gives it: a date (naive UTC or aware), or milliseconds
-    since the epoch (a server's ``$toLong``, in compact candidate reads), as an aware UTC date."""
-    if isinstance(value, datetime):
-        return as_utc(value)
-    return _EPOCH + timedelta(milliseconds=value)
-
-
-def epoch_ms(value: datetime | int) -> int:
-    """The same, as exact milliseconds since the epoch (BSON dates keep milliseconds): a sort key."""
-    if isinstance(value, datetime):
-        return (as_utc(value) - _EPOCH) // timedelta(milliseconds=1)
-    return value
+def epoch_ms(value: datetime) -> int:
+    """A stored date (naive UTC or aware) as exact milliseconds since the epoch (BSON dates
+    keep milliseconds): a sort key that no local time zone can shift."""
+    return (as_utc(value) - _EPOCH) // timedelta(milliseconds=1)
 
 
 def plain_value(value: Any) -> Any:

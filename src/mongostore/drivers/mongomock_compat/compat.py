@@ -73,38 +73,31 @@ def in_memory_collection(db_name: str = "mongostore", collection_name: str = "me
 # --------------------------------------------------------------------------- MongoDB's expressions
 
 
-def mongodb_expressions(pipeline: Any, aware: bool = False) -> Any:
-    """``pipeline`` with the two expressions mongomock 4.3 evaluates unlike MongoDB rewritten
-    into ones it evaluates as MongoDB does (``lookups``, changes 2 and 3); the same object
-    when there is none. ``$literal`` values are never looked into. ``aware``: the documents'
-    dates are tz-aware (an aggregation on a tz-aware client), as the epoch must be."""
+def mongodb_expressions(pipeline: Any) -> Any:
+    """``pipeline`` with ``$add`` of a date, which mongomock 4.3 evaluates unlike MongoDB,
+    rewritten into an expression it evaluates as MongoDB does (``lookups``, change 2); the
+    same object when there is none. ``$literal`` values are never looked into."""
     if not isinstance(pipeline, list):
         return pipeline
-    out = _rewrite(pipeline, _epoch(aware))
+    out = _rewrite(pipeline)
     return pipeline if out is _UNCHANGED else out
 
 
 _UNCHANGED: Any = object()
 
 
-def _epoch(aware: bool) -> Any:
-    from datetime import datetime, timezone
-
-    return datetime(1970, 1, 1, tzinfo=timezone.utc if aware else None)  # naive: UTC, as mongomock holds dates
-
-
 def _number(v: Any) -> bool:
     return type(v) in (int, float)
 
 
-def _rewrite(value: Any, epoch: Any) -> Any:
+def _rewrite(value: Any) -> Any:
     """The rewritten ``value``, or ``_UNCHANGED`` (leaves are never called on: one put's
     pipeline costs a few microseconds)."""
     if type(value) is list:
         out: Any = None
         for i, v in enumerate(value):
             if type(v) is dict or type(v) is list:
-                r = _rewrite(v, epoch)
+                r = _rewrite(v)
                 if r is not _UNCHANGED:
                     if out is None:
                         out = list(value)
@@ -119,13 +112,13 @@ def _rewrite(value: Any, epoch: Any) -> Any:
         if op == "$add" and type(arg) is list and len(arg) > 1:
             exprs = [v for v in arg if not _number(v)]
             if len(exprs) == 1:
-                inner = _rewrite(exprs[0], epoch)
+                inner = _rewrite(exprs[0])
                 expr = exprs[0] if inner is _UNCHANGED else inner
                 return {"$subtract": [expr, -sum(v for v in arg if _number(v))]}
     out = None
     for k, v in value.items():
         if (type(v) is dict and "$literal" not in v) or type(v) is list:
-            r = _rewrite(v, epoch)
+            r = _rewrite(v)
             if r is not _UNCHANGED:
                 if out is None:
                     out = dict(value)
