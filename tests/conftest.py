@@ -404,9 +404,42 @@ def clean_store_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """
     from mongostore.tools import server
 
-    for name in (server.ENV_URI, server.ENV_DB, server.ENV_COLLECTION, server.ENV_EMBED, server.ENV_DIMS,
-                 server.ENV_FIELDS, server.ENV_TIMEOUT, "MONGOSTORE_DEBUG"):
+    for name in (
+        server.ENV_URI,
+        server.ENV_DB,
+        server.ENV_COLLECTION,
+        server.ENV_EMBED,
+        server.ENV_DIMS,
+        server.ENV_FIELDS,
+        server.ENV_TIMEOUT,
+        "MONGOSTORE_DEBUG",
+    ):
         monkeypatch.delenv(name, raising=False)
     data_dir = tmp_path / "mongostore-data"
     monkeypatch.setenv(server.ENV_DATA_DIR, str(data_dir))
     return data_dir
+
+
+class Run:
+    """``mongostore`` run in this process (``cli.main``), with the test embedder: ``run(*argv)``
+    -> (exit code, stdout, stderr); ``run.json(*argv)`` -> the command's ``--json`` document."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        from mongostore.tools.cli import main
+
+        code = main(["--embed", "hashing", *argv])
+        out, err = self.capsys.readouterr()
+        assert "Traceback" not in out + err
+        return code, out, err
+
+    def json(self, *argv: str) -> Any:
+        import json
+
+        from mongostore.tools.cli import EXIT_OK
+
+        code, out, err = self(*argv, "--json")
+        assert code == EXIT_OK, err
+        return json.loads(out)

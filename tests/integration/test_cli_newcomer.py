@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Run
 
 from mongostore.drivers.embedded import LocalCollection, LocalFile
 from mongostore.tools import cli
@@ -27,7 +28,6 @@ from mongostore.tools.cli import (
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
-    main,
     output,
     transfer,
 )
@@ -35,22 +35,6 @@ from mongostore.tools.server import redact_uri
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("clean_store_env")
-
-
-class Run:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        code = main(["--embed", "hashing", *argv])
-        out, err = self.capsys.readouterr()
-        assert "Traceback" not in out + err
-        return code, out, err
-
-    def json(self, *argv: str) -> Any:
-        code, out, err = self(*argv, "--json")
-        assert code == EXIT_OK, err
-        return json.loads(out)
 
 
 @pytest.fixture
@@ -279,8 +263,16 @@ def test_stale_tables_are_dotted_and_limited(run: Run, data_dir: Path, tmp_path:
     path = tmp_path / "old.jsonl"
     path.write_text(
         "".join(
-            json.dumps({"namespace": ["users", "carol", "memories"], "key": f"k{i:02d}", "value": {"kind": "x"},
-                        "created_at": "2020-01-01T00:00:00+00:00", "updated_at": "2020-01-01T00:00:00+00:00"}) + "\n"
+            json.dumps(
+                {
+                    "namespace": ["users", "carol", "memories"],
+                    "key": f"k{i:02d}",
+                    "value": {"kind": "x"},
+                    "created_at": "2020-01-01T00:00:00+00:00",
+                    "updated_at": "2020-01-01T00:00:00+00:00",
+                }
+            )
+            + "\n"
             for i in range(12)
         )
     )
@@ -348,7 +340,7 @@ def test_piping_between_commands_on_the_local_store_does_not_deadlock(data_dir: 
     base = [sys.executable, "-m", "mongostore", "--embed", "none"]
     assert subprocess.run([*base, "import", str(path)], capture_output=True, timeout=120, check=False).returncode == 0
     shell = (
-        f"{shlex.join([*base, 'export', 'src'])} | sed 's/\"src\"/\"dst\"/' | {shlex.join([*base, 'import', '-'])}"
+        f'{shlex.join([*base, "export", "src"])} | sed \'s/"src"/"dst"/\' | {shlex.join([*base, "import", "-"])}'
         f" && {shlex.join([*base, 'get', 'src', 'k1', '--json'])} | {shlex.join([*base, 'put', 'dst', 'copy', '-'])}"
     )
     proc = subprocess.run(shell, shell=True, capture_output=True, text=True, timeout=120, check=False)
@@ -360,12 +352,18 @@ def test_piping_between_commands_on_the_local_store_does_not_deadlock(data_dir: 
 def test_the_demo_can_keep_its_memories_in_the_local_store(data_dir: Path) -> None:
     """The demo's graph runs nodes on worker threads: the store must not be locked for the whole command."""
     base = [sys.executable, "-m", "mongostore", "--embed", "hashing"]
-    demo = subprocess.run([*base, "demo", "--uri", "mongostore-local://"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    demo = subprocess.run(
+        [*base, "demo", "--uri", "mongostore-local://"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert demo.returncode == 0, demo.stderr
     assert "The memories stay in database 'mongostore_demo'" in demo.stdout
-    found = subprocess.run([*base, "--db", "mongostore_demo", "search", "alice.memories", "--json"],
-                           capture_output=True, text=True, timeout=120, check=False)
+    found = subprocess.run(
+        [*base, "--db", "mongostore_demo", "search", "alice.memories", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert found.returncode == 0, found.stderr
     assert "I like pizza" in {i["value"]["text"] for i in json.loads(found.stdout)["items"]}
     assert (data_dir / "mongostore_demo.bson").is_file()

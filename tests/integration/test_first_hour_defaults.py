@@ -11,23 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Run
 
 from mongostore.drivers.embedded import LocalCollection, LocalFile
 from mongostore.tools.cli import EXIT_OK, main
 from mongostore.tools.server import StoreSettings
 
 pytestmark = pytest.mark.usefixtures("clean_store_env")
-
-
-class Run:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        code = main(["--embed", "hashing", *argv])
-        out, err = self.capsys.readouterr()
-        assert "Traceback" not in out + err
-        return code, out, err
 
 
 @pytest.fixture
