@@ -188,8 +188,10 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         _validate_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
         op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
         if self._index is not None and isinstance(op, _plan.SizedPut):  # too big with its text hashes: fail here
-            _plan.indexed_texts(
-                op.namespace, op.key, cast("dict[str, Any]", op.value), op.index, self._index, op.item_bytes
+            value = cast("dict[str, Any]", op.value)
+            op.texts = (
+                self._index,
+                _plan.indexed_texts(op.namespace, op.key, value, op.index, self._index, op.item_bytes),
             )
         await self._queue(op)
 

@@ -60,6 +60,7 @@ async def test_a_wrapped_abatch_still_fails_only_the_rejected_put() -> None:
     """The outcome travels with the task, so a wrapper that calls the real abatch keeps
     per-caller errors: the put the server refused fails, the get beside it is answered."""
     from mongostore import WriteError
+
     store = AsyncMongoStore.in_memory(collection_name="wrapped")
     coll = store.collection.sync
     await store.setup()
@@ -98,3 +99,17 @@ async def test_the_async_local_store_saves_once_per_operation(tmp_path: Path) ->
         assert saves == 1  # reads save nothing
         await store.abatch([PutOp(("a",), f"k{i}", {"v": i}) for i in range(5)])
         assert saves == 2
+
+
+async def test_a_queued_put_is_not_hashed_again_by_its_batch() -> None:
+    """``aput`` finds and checks the put's texts before queueing; the batch takes them as
+    they are (the same texts, hashes and stored vector) instead of extracting them again."""
+    from mongostore.core.plan import batch as batch_module
+    from mongostore.tools.embeddings import HashingEmbeddings
+
+    store = AsyncMongoStore.in_memory(index={"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+    with mock.patch.object(batch_module, "indexed_texts", wraps=batch_module.indexed_texts) as again:
+        await store.aput(("a",), "k", {"text": "hello"})
+        await store.abatch([PutOp(("a",), "b", {"text": "there"})])  # not queued through aput: found here
+    assert [c.args[1] for c in again.call_args_list] == ["b"]
+    assert (await store.asearch(("a",), query="hello"))[0].key == "k"

@@ -73,14 +73,18 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
             # check_op gives a put with a value as a SizedPut, whose value is already a copy.
             value = op.value if isinstance(op, SizedPut) or op.value is None else dict(op.value)
             size = op.item_bytes if isinstance(op, SizedPut) else -1
+            found = op.texts if isinstance(op, SizedPut) else None
+            texts = found[1] if found is not None and found[0] is ctx.index else None
             # Last wins, and takes the last op's place: a batch's puts are written in op order.
             state.puts.pop((op.namespace, op.key), None)
             state.puts[(op.namespace, op.key)] = PendingPut(
-                op.namespace, op.key, cast("dict[str, Any] | None", value), op.index, op.ttl, size
+                op.namespace, op.key, cast("dict[str, Any] | None", value), op.index, op.ttl, size, texts
             )
     if ctx.index is not None:
         for p in state.put_list:
-            if p.value is not None:
+            if p.texts is not None:
+                state.put_texts[p.id] = p.texts
+            elif p.value is not None:
                 state.put_texts[p.id] = indexed_texts(p.namespace, p.key, p.value, p.index, ctx.index, p.item_bytes)
     return state
 

@@ -25,6 +25,7 @@ class PendingPut:
     index: list[str] | bool | None
     ttl: float | None
     item_bytes: int = -1  # the checked value's item_doc_size without hashes (-1: not known)
+    texts: dict[str, tuple[str, str]] | None = None  # its indexed texts, when already found and checked
     id: str = ""
 
     def __post_init__(self) -> None:

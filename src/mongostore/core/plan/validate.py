@@ -144,9 +144,12 @@ def _validate(op: Op) -> None:
 class SizedPut(PutOp):
     """A put ``check_op`` passed: its value is the checked copy, ``item_bytes`` its item
     document's exact ``item_doc_size`` (TTL fields included when the put has a ttl)
-    without text hashes (so the value is encoded once per put)."""
+    without text hashes (so the value is encoded once per put). ``texts``: the index it was
+    checked against and its ``{field: (text, text hash)}`` (``AsyncMongoStore.aput`` checks
+    before queueing; the batch then need not extract and hash them again)."""
 
     item_bytes: int = -1
+    texts: tuple[Any, dict[str, tuple[str, str]]] | None = None
 
 
 def check_op(op: Op) -> Op:
