@@ -8,9 +8,18 @@ import numpy as np
 import pytest
 
 from mongostore.core.queries import float32_vector
-from mongostore.core.vectors import VectorCache, best_per_item, similarities
+from mongostore.core.vectors import VectorCache, similarities
 
 DIMS = 16
+
+
+def best_per_item(item_ids: list[str], scores: np.ndarray) -> list[tuple[str, float]]:
+    """The reference: max-pool vector scores per item; best first, ties by item id."""
+    best: dict[str, float] = {}
+    for iid, score in zip(item_ids, scores.tolist(), strict=True):
+        if iid not in best or score > best[iid]:
+            best[iid] = score
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def reference(query: Any, pairs: list[tuple[str, np.ndarray]], similarity: str, k: int) -> list[tuple[str, float]]:

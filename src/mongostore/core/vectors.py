@@ -2,8 +2,8 @@
 
 ``VectorCache`` keeps the stored embeddings in the client as one float32 matrix,
 keyed by (item id, text hash), reused across searches and safe to share between
-threads; ``similarities`` and ``best_per_item`` are the reference (float64) ranking
-it agrees with exactly.
+threads; it agrees exactly with ``similarities`` (float64) and the best score per
+item (``tests/unit/test_vectors.py`` holds that reference ranking).
 
 The validity rule lives here, in ``VectorCache.rank``: a vector counts only while
 its item lists its text hash (the item's ``vectors`` field).
@@ -65,15 +65,6 @@ def similarities(
     out = np.zeros_like(dots)
     np.divide(dots, norms, out=out, where=norms > 0)
     return out
-
-
-def best_per_item(item_ids: Sequence[str], scores: npt.NDArray[np.float64]) -> list[tuple[str, float]]:
-    """Max-pool vector scores per item; best first, ties by item id (a stable order)."""
-    best: dict[str, float] = {}
-    for iid, score in zip(item_ids, scores.tolist(), strict=True):
-        if iid not in best or score > best[iid]:
-            best[iid] = score
-    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 # --------------------------------------------------------------------------- the client-side matrix
@@ -270,7 +261,7 @@ class VectorCache:
     ) -> Ranking:
         """Rank candidate items (``_id`` and ``vectors``, the hashes they list) by their best held vector.
 
-        Exactly what ``best_per_item(similarities(...))`` over the valid rows gives, top
+        Exactly the best ``similarities(...)`` per item over the valid rows, top
         ``k``: the matrix is scored in float32, rows that could reach the top ``k`` under a
         rigorous float32 error bound are kept, and those are re-scored in float64.
         ``gone``: pairs known to have no vector document (not fetched again).
