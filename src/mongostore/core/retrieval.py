@@ -1,9 +1,7 @@
-"""Atlas-native retrieval modes: automated embedding, ``$rerank``, hybrid ``$rankFusion``.
-
-Pure code, no I/O: the normalised settings of the three modes, the index
-definitions ``setup()`` creates for them, their pipelines, the write requests of
-automated embedding, and the exact local fusion that the hybrid mode falls back to
-off Atlas. The plans that use these live in ``_retrieval_plan``.
+"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
+``$rankFusion``) and what the modes need besides: their settings, index definitions and
+write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
+Pure code, no I/O: the search paths (``plan.paths``) and ``retrieval_plan`` use it.
 
 Every mode runs on the vectors collection (``<items>_vectors``), one document per
 (item, indexed text): ``$rankFusion`` runs every input pipeline on one collection and
@@ -33,27 +31,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import SearchOp
 
 from mongostore.core import queries as q
+from mongostore.core.codec import namespace_path
 
-__all__ = [
-    "AUTO_EMBED_DIMENSIONS",
-    "AUTO_EMBED_MODELS",
-    "RERANK_MODELS",
-    "RRF_RANK_CONSTANT",
-    "AutoEmbedSettings",
-    "HybridSettings",
-    "RerankSettings",
-    "auto_vector_request",
-    "hybrid_pipeline",
-    "lexical_scores",
-    "local_fusion",
-    "text_index_definition",
-    "tokens",
-    "vector_index_definition",
-    "with_text",
-]
+if TYPE_CHECKING:
+    from mongostore.config import IndexSettings
 
 # The models of a vectorSearch index's autoEmbed field (the autoEmbed docs; mongot's
 # VoyageClient and search-index-schema autoEmbed.json). voyage-code-4 exists only for
@@ -67,8 +53,8 @@ RERANK_MODELS = ("rerank-2.5", "rerank-2.5-lite", "rerank-2", "rerank-2-lite")
 MAX_DOCS_TO_RERANK = 1000
 # The $rankFusion page: "60 is a sensitivity parameter that MongoDB determined".
 RRF_RANK_CONSTANT = 60
-# $vectorSearch numCandidates is at most 10,000, and limit <= numCandidates.
-MAX_DEPTH = 10_000
+# $vectorSearch: numCandidates is at most 10,000, and limit <= numCandidates.
+MAX_CANDIDATES = 10_000
 TEXT_PATH = "text"
 DEFAULT_TEXT_INDEX_NAME = "mongostore_text"
 VECTOR_PIPELINE = "vector"
@@ -164,7 +150,7 @@ def hybrid_settings(spec: Any) -> HybridSettings:
     tw = _number(weights.get(TEXT_PIPELINE, 1.0), "hybrid['weights']['text']")
     if vw < 0 or tw < 0 or vw + tw == 0:
         raise ValueError("hybrid weights must be non-negative and not both zero ($rankFusion's rule)")
-    depth = _int_in(spec.get("depth", 100), "hybrid['depth']", 1, MAX_DEPTH)
+    depth = _int_in(spec.get("depth", 100), "hybrid['depth']", 1, MAX_CANDIDATES)
     name = spec.get("index_name", DEFAULT_TEXT_INDEX_NAME)
     if not isinstance(name, str) or not name:
         raise ValueError(f"hybrid['index_name'] must be a non-empty string, got {name!r}")
@@ -235,106 +221,65 @@ def auto_vector_request(req: q.WriteRequest, text: str) -> q.WriteRequest:
     return out
 
 
-# --------------------------------------------------------------------------- pipelines
+# --------------------------------------------------------------------------- the Atlas pipeline
 
 
-def vector_stage(
-    *,
-    index_name: str,
+def atlas_pipeline(
+    op: SearchOp,
+    index: IndexSettings,
+    items_name: str,
+    cutoff: datetime | None,
     query_vector: Sequence[float] | None,
-    query_text: str | None,
-    num_candidates: int,
     k: int,
-    pre_filter: Mapping[str, Any],
-) -> dict[str, Any]:
-    """``$vectorSearch`` by vector (``path: embedding``) or by text (``path: text``, autoEmbed)."""
-    return {
-        "$vectorSearch": q.vector_search_stage(
-            index_name, query_vector, num_candidates, k, pre_filter, query_text, TEXT_PATH
-        )
-    }
-
-
-def text_stages(
-    *, index_name: str, query: str, namespace_path: str | None, pre_match: Mapping[str, Any], depth: int
 ) -> list[dict[str, Any]]:
-    """The lexical input pipeline: ``$search`` (scoped by ``equals`` on ``ns_prefixes``),
-    the other pre-filterable conditions as ``$match``, then the first ``depth`` texts.
+    """One Atlas search page in this index's mode: the search stages, then
+    ``queries.scored_page_stages`` (ids and scores).
 
-    ``$match``, ``$search`` and ``$limit`` are all selection stages, and ``$search``
-    orders its output, so this is both a selection and a ranked pipeline.
+    ``$vectorSearch`` by vector, or by the query's text with automated embedding. Hybrid runs
+    it as one input of ``$rankFusion`` (``depth`` hits each), the other being ``$search``
+    scoped by ``equals`` on ``ns_prefixes`` (``$match``, ``$search`` and ``$limit`` are
+    selection stages, and ``$search`` orders its output). Reranking ``$rerank``s the first
+    ``candidates`` hits.
     """
-    must = [{"text": {"query": query, "path": TEXT_PATH}}]
-    compound: dict[str, Any] = {"must": must}
-    if namespace_path is not None:
-        compound["filter"] = [{"equals": {"path": "ns_prefixes", "value": namespace_path}}]
-    stages: list[dict[str, Any]] = [{"$search": {"index": index_name, "compound": compound}}]
-    if pre_match:
-        stages.append({"$match": dict(pre_match)})
-    stages.append({"$limit": depth})
-    return stages
-
-
-def split_namespace(pre_filter: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """``vector_prefilter``'s filter -> (namespace path, the other conditions)."""
-    clauses = list(pre_filter.get("$and", [pre_filter] if pre_filter else []))
-    ns = None
-    rest = []
-    for clause in clauses:
-        if set(clause) == {"ns_prefixes"} and isinstance(clause["ns_prefixes"], str):
-            ns = clause["ns_prefixes"]
-        else:
-            rest.append(clause)
-    return ns, ({} if not rest else rest[0] if len(rest) == 1 else {"$and": rest})
-
-
-def after_search(
-    *,
-    score: Any,
-    post_filter: Mapping[str, Any],
-    items_collection: str,
-    offset: int,
-    limit: int,
-    now: datetime | None,
-) -> list[dict[str, Any]]:
-    """Everything after the search stage(s): the same join, validity check, filters, best
-    score per item, page and ``$facet`` counts as ``vector_search_pipeline`` (ids and scores,
-    never whole items). ``score`` reads the stage's score; the caller converts it (or not).
-    """
-    return q.scored_page_stages(
-        score=score,
-        final_score=1,
-        post_filter=post_filter,
-        items_collection=items_collection,
-        offset=offset,
-        limit=limit,
-        now=now,
-    )
-
-
-def rerank_guard() -> dict[str, Any]:
-    """What goes before ``$rerank``: only documents that have a ``text`` string.
-
-    The ``$rerank`` page: "the query fails if a path field does not exist"; ``$match`` such
-    documents out or ``$set`` the field first. Vector documents written before a mode that
-    stores text was turned on have none until ``setup()`` gives them theirs (``plan.backfill``).
-    """
-    return {"$match": {TEXT_PATH: {"$type": "string"}}}
-
-
-def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:
-    """``$rerank`` on the vector documents' ``text`` (after ``rerank_guard``)."""
-    return {"$rerank": {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": num_docs, "model": model}}
-
-
-def hybrid_pipeline(*, vector: dict[str, Any], text: list[dict[str, Any]], hybrid: HybridSettings) -> dict[str, Any]:
-    """``$rankFusion`` of the vector ranking and the lexical ranking, with their weights."""
-    return {
-        "$rankFusion": {
-            "input": {"pipelines": {VECTOR_PIPELINE: [vector], TEXT_PIPELINE: text}},
-            "combination": {"weights": {VECTOR_PIPELINE: hybrid.vector_weight, TEXT_PIPELINE: hybrid.text_weight}},
+    query = str(op.query)
+    hybrid, rerank = index.hybrid, index.rerank
+    k = hybrid.depth if hybrid is not None else rerank.candidates if rerank is not None else k
+    candidates = min(MAX_CANDIDATES, max(k * index.candidate_factor, 100, k))
+    pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    text = query if index.auto_embed is not None else None
+    stages = [q.vector_search_stage(index.index_name, query_vector, candidates, k, pre, text)]
+    if hybrid is not None:
+        compound: dict[str, Any] = {"must": [{"text": {"query": query, "path": TEXT_PATH}}]}
+        if op.namespace_prefix:
+            compound["filter"] = [{"equals": {"path": "ns_prefixes", "value": namespace_path(op.namespace_prefix)}}]
+        lexical: list[dict[str, Any]] = [{"$search": {"index": hybrid.index_name, "compound": compound}}]
+        rest, _ = q.vector_prefilter((), op.filter, index.filter_fields)  # the pre-filter but the namespace
+        if rest:
+            lexical.append({"$match": rest})
+        lexical.append({"$limit": k})
+        pipelines = {VECTOR_PIPELINE: stages, TEXT_PIPELINE: lexical}
+        weights = {VECTOR_PIPELINE: hybrid.vector_weight, TEXT_PIPELINE: hybrid.text_weight}
+        stages = [{"$rankFusion": {"input": {"pipelines": pipelines}, "combination": {"weights": weights}}}]
+    if rerank is not None:
+        # The $rerank page: "the query fails if a path field does not exist": a vector document
+        # written before a mode stored text has none until setup() gives it (``plan.backfill``).
+        spec = {
+            "query": {"text": query},
+            "path": TEXT_PATH,
+            "numDocsToRerank": rerank.candidates,
+            "model": rerank.model,
         }
-    }
+        stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": spec}]
+    similarity = index.similarity if hybrid is None and rerank is None else None
+    page = q.scored_page_stages(
+        similarity=similarity,
+        post_filter=post,
+        items_collection=items_name,
+        offset=op.offset,
+        limit=op.limit,
+        now=cutoff,
+    )
+    return stages + page
 
 
 # --------------------------------------------------------------------------- the local fusion

@@ -141,17 +141,6 @@ def _prefilterable(spec: Any) -> bool:
     return True
 
 
-def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
-    """Convert ``vectorSearchScore`` back to what LangGraph's stores report.
-
-    cosine / dotProduct: Atlas gives (1 + s) / 2 -> s = 2 * score - 1.
-    euclidean: Atlas gives 1 / (1 + d^2) -> report -d = -sqrt(1 / score - 1).
-    """
-    if similarity == "euclidean":
-        return {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
-    return {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
-
-
 def vector_search_stage(
     index_name: str,
     query_vector: Sequence[float] | None,
@@ -159,14 +148,13 @@ def vector_search_stage(
     k: int,
     pre_filter: Mapping[str, Any],
     query_text: str | None = None,
-    text_path: str = "text",
 ) -> dict[str, Any]:
-    """The ``$vectorSearch`` stage's body (every path: plain vectors and the modes): the ``k``
-    nearest vectors that pass the pre-filter, by vector (``path: embedding``) or, with
-    automated embedding, by the query's text (``path: text_path``, ``query: {text}``)."""
+    """The one ``$vectorSearch`` stage (every Atlas path): the ``k`` nearest vectors that pass
+    the pre-filter, by vector (``path: embedding``) or, with automated embedding, by the
+    query's text (``path: text``, ``query: {text}``)."""
     stage: dict[str, Any] = {"index": index_name, "numCandidates": num_candidates, "limit": k}
     if query_text is not None:
-        stage.update(path=text_path, query={"text": query_text})
+        stage.update(path="text", query={"text": query_text})
     else:
         assert query_vector is not None
         # Packed float32, as the stored vectors are: mongot ranks in float32 either way
@@ -174,74 +162,42 @@ def vector_search_stage(
         stage.update(path="embedding", queryVector=float32_vector(query_vector))
     if pre_filter:
         stage["filter"] = dict(pre_filter)
-    return stage
-
-
-def vector_search_pipeline(
-    *,
-    index_name: str,
-    query_vector: Sequence[float],
-    num_candidates: int,
-    k: int,
-    pre_filter: Mapping[str, Any],
-    post_filter: Mapping[str, Any],
-    items_collection: str,
-    similarity: str,
-    offset: int,
-    limit: int,
-    now: datetime | None,
-) -> list[dict[str, Any]]:
-    """The Atlas pipeline of one semantic search page: item ids and scores, not items.
-
-    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once, keeping only
-    what the next stages read (``vectors``, ``expires_at``, the post-filter's fields)
-    -> ``$facet``: ``hits``, the raw vector hits (fewer than ``k`` means the search saw
-    every candidate, so asking for more cannot fill a short page); ``scored``, how many
-    items matched; and ``page``: drop vectors whose text hash the item no longer
-    lists (a failed or stale write) or whose item is gone, apply the remaining
-    filters, keep the best vector per item, then sort, skip and limit, as
-    ``{_id: item id, score}``. Each ``$facet`` output is capped at 100 MB and the
-    result document at 16 MiB (``$facet`` manual page), so whole items never go
-    through it: the page is unwound after it, one row per page entry, and each row
-    joins its item (``page_rows`` reads them back). One round trip, whatever the
-    items weigh: no row holds more than one item.
-    """
-    stage = vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
-    return [
-        {"$vectorSearch": stage},
-        *scored_page_stages(
-            score={"$meta": "vectorSearchScore"},
-            final_score=atlas_score_to_similarity(similarity),
-            post_filter=post_filter,
-            items_collection=items_collection,
-            offset=offset,
-            limit=limit,
-            now=now,
-        ),
-    ]
+    return {"$vectorSearch": stage}
 
 
 def scored_page_stages(
     *,
-    score: Any,
-    final_score: Any,
+    similarity: str | None,
     post_filter: Mapping[str, Any],
     items_collection: str,
     offset: int,
     limit: int,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """Everything after the search stage(s) of an Atlas semantic page, for every mode.
+    """Everything after the search stage(s) of an Atlas semantic page (every mode): ids and
+    scores, never whole items.
 
-    ``score`` reads the stage's score (``{"$meta": ...}``); ``final_score`` is what the
-    page reports (converted back to a similarity, or as it is). Joins the items keeping
-    only what the next stages read, then ``$facet``: ``hits`` (raw vector hits),
-    ``scored`` (items that matched) and ``page`` (valid vectors only, post-filter, best
-    per item, sorted, skipped, limited) as ``{_id: item id, score}``: never whole items,
-    which could overflow the ``$facet`` caps (100 MB per output, 16 MiB per document).
-    Then the page is unwound, one row per entry (an empty page keeps one row, for the
+    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (what
+    LangGraph's stores report: cosine / dotProduct ``(1 + s) / 2`` -> ``s``, euclidean
+    ``1 / (1 + d^2)`` -> ``-d``), or with ``similarity`` None the fused or reranked ``score``
+    as it is. Joins the items once, keeping only what the next stages read (``vectors``,
+    ``expires_at``, the post-filter's fields), then ``$facet``: ``hits``, the raw vector hits
+    (fewer than ``k`` means the search saw every candidate, so asking for more cannot fill a
+    short page); ``scored``, how many items matched; and ``page``: vectors whose text hash
+    the item still lists (not a failed or stale write) and whose item passes the filters, the
+    best per item, sorted, skipped and limited, as ``{_id, score}``. Whole items would risk
+    the ``$facet`` caps (100 MB per output, 16 MiB per document: the ``$facet`` page), so the
+    page is unwound after it, one row per entry (an empty page keeps one row, for the
     counts), and each row joins its item's stored fields: ``page_rows`` reads them.
     """
+    if similarity is None:
+        score: dict[str, Any] = {"$meta": "score"}
+        final: Any = 1
+    else:
+        score = {"$meta": "vectorSearchScore"}
+        final = {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
+        if similarity == "euclidean":
+            final = {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
     item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
     vf = value_filter(post_filter, base="item.value")
@@ -259,7 +215,7 @@ def scored_page_stages(
         {"$sort": {"score": -1, "_id": 1}},
         {"$skip": offset},
         {"$limit": limit},
-        {"$project": {"_id": 1, "score": final_score}},
+        {"$project": {"_id": 1, "score": final}},
     ]
     kept: dict[str, Any] = {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1}
     if now is not None:
