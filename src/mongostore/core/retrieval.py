@@ -3,24 +3,10 @@
 write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
 Pure code, no I/O: the search paths (``plan.paths``) and ``retrieval_plan`` use it.
 
-Every mode runs on the vectors collection (``<items>_vectors``), one document per
-(item, indexed text): ``$rankFusion`` runs every input pipeline on one collection and
-its input pipelines may only select (``$match $search $vectorSearch $sample $geoNear
-$sort $skip $limit``), so both rankings must run where the texts are; the item join,
-the item-level filters and the per-item best score come after the fusion, exactly as
-after ``$vectorSearch``. Vector documents carry the text itself (``text``) whenever
-a mode needs it: ``$search`` indexes it, ``$rerank`` reads it, ``autoEmbed`` embeds it.
-
-Scores (stated, and the same on every path):
-
-- automated embedding: the similarity of the index (cosine in [-1, 1] by default),
-  converted back from Atlas's normalised score as for client-side vectors;
-- hybrid: reciprocal rank fusion, ``sum(weight / (60 + rank))`` over the two rankings
-  of the texts in scope (namespace prefix and pre-filterable filters), each cut at
-  ``depth``, ranks from 1; an item scores by its best text. The lexical ranking is BM25
-  with statistics over every text of the vectors collection (Atlas Search's are index-wide);
-  ties in the fused order go by vector document ``_id``, as ``$rankFusion``'s;
-- reranked: the Voyage AI reranker's relevance score of the item's best text.
+Every mode runs on the vectors collection, whose documents carry their text (``text``)
+while a mode is on: ``$rankFusion`` runs its input pipelines on one collection, and they
+may only select (docs/decisions.md, "The sidecar layout"). What each mode's score means
+is stated there too ("Stated meaning of the hybrid score", "Reranked score").
 """
 
 from __future__ import annotations
@@ -163,12 +149,8 @@ def hybrid_settings(spec: Any) -> HybridSettings:
 def vector_index_definition(
     dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None
 ) -> dict[str, Any]:
-    """The ``vectorSearch`` index of the vectors collection, for either embedding mode.
-
-    Client-side embeddings index ``embedding`` (``type: vector``); automated embedding
-    indexes the stored ``text`` (``type: autoEmbed``, ``modality: text``), and Atlas
-    embeds it with ``model``. The filter fields are the same in both.
-    """
+    """The vectors collection's ``vectorSearch`` index: ``embedding`` (``type: vector``), or
+    with automated embedding the stored ``text`` (``type: autoEmbed``); the same filter fields."""
     base = q.vector_index_definition(dims, similarity, filter_fields)
     if auto_embed is None:
         return base
@@ -184,12 +166,8 @@ def vector_index_definition(
 
 
 def text_index_definition() -> dict[str, Any]:
-    """The Atlas Search (``type: search``) index of the hybrid mode's lexical ranking.
-
-    Static mappings: ``text`` (the indexed text of each vector document) as ``string``
-    with the standard analyzer, ``ns_prefixes`` as ``token`` so the ``equals``
-    operator can scope a query to a namespace prefix inside ``$search``.
-    """
+    """The hybrid mode's ``$search`` index: ``text`` with the standard analyzer, and
+    ``ns_prefixes`` as ``token`` so ``equals`` scopes a query to a namespace prefix."""
     return {
         "mappings": {
             "dynamic": False,
@@ -232,15 +210,10 @@ def atlas_pipeline(
     query_vector: Sequence[float] | None,
     k: int,
 ) -> list[dict[str, Any]]:
-    """One Atlas search page in this index's mode: the search stages, then
-    ``queries.scored_page_stages`` (ids and scores).
-
-    ``$vectorSearch`` by vector, or by the query's text with automated embedding. Hybrid runs
-    it as one input of ``$rankFusion`` (``depth`` hits each), the other being ``$search``
-    scoped by ``equals`` on ``ns_prefixes`` (``$match``, ``$search`` and ``$limit`` are
-    selection stages, and ``$search`` orders its output). Reranking ``$rerank``s the first
-    ``candidates`` hits.
-    """
+    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's
+    text with automated embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both
+    selection pipelines, ``depth`` each); reranking ``$rerank``s the first ``candidates``
+    hits. Then ``queries.scored_page_stages``."""
     query = str(op.query)
     hybrid, rerank = index.hybrid, index.rerank
     k = hybrid.depth if hybrid is not None else rerank.candidates if rerank is not None else k
@@ -263,22 +236,10 @@ def atlas_pipeline(
     if rerank is not None:
         # The $rerank page: "the query fails if a path field does not exist": a vector document
         # written before a mode stored text has none until setup() gives it (``plan.backfill``).
-        spec = {
-            "query": {"text": query},
-            "path": TEXT_PATH,
-            "numDocsToRerank": rerank.candidates,
-            "model": rerank.model,
-        }
-        stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": spec}]
+        spec = {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": rerank.candidates}
+        stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": {**spec, "model": rerank.model}}]
     similarity = index.similarity if hybrid is None and rerank is None else None
-    page = q.scored_page_stages(
-        similarity=similarity,
-        post_filter=post,
-        items_collection=items_name,
-        offset=op.offset,
-        limit=op.limit,
-        now=cutoff,
-    )
+    page = q.scored_page_stages(similarity, post, items_name, op.offset, op.limit, cutoff)
     return stages + page
 
 
@@ -293,18 +254,21 @@ def tokens(text: str) -> list[str]:
 
 
 def lexical_scores(query: str, texts: Sequence[str], corpus: Iterable[str] | None = None) -> list[float]:
-    """BM25 (Lucene's k1 = 1.2, b = 0.75) of each text for the query's terms; 0 = no match.
-
-    As Atlas Search scores (the "Return the Score Details" page), the statistics (N, the
-    document frequencies, the average length) come from the whole index: ``corpus``, every
-    text of the vectors collection, in scope or not. Only ``texts`` (those in scope) are
-    scored. Without ``corpus`` the texts are the corpus (a search whose scope is everything).
+    """BM25 (Lucene's k1 = 1.2, b = 0.75) of each text (those in scope) for the query's
+    terms; 0 = no match. The statistics come from ``corpus`` (default: the texts), every text
+    of the index in scope or not, as Atlas Search's do ("Return the Score Details" page).
     """
     docs = [tokens(t) for t in texts]
     terms = set(tokens(query))
     if not docs or not terms:
         return [0.0] * len(docs)
-    n, total, df = _statistics(docs if corpus is None else (tokens(t) for t in corpus), terms)
+    n = total = 0
+    df = dict.fromkeys(terms, 0)
+    for doc in docs if corpus is None else (tokens(t) for t in corpus):
+        n += 1
+        total += len(doc)
+        for t in terms.intersection(doc):
+            df[t] += 1
     if n == 0:
         return [0.0] * len(docs)
     avg = total / n or 1.0
@@ -320,18 +284,6 @@ def lexical_scores(query: str, texts: Sequence[str], corpus: Iterable[str] | Non
     return out
 
 
-def _statistics(corpus: Iterable[list[str]], terms: set[str]) -> tuple[int, int, dict[str, int]]:
-    """(documents, total length, document frequency of each term) of a tokenized corpus."""
-    n = total = 0
-    df = dict.fromkeys(terms, 0)
-    for doc in corpus:
-        n += 1
-        total += len(doc)
-        for t in terms.intersection(doc):
-            df[t] += 1
-    return n, total, df
-
-
 def _ranking(keys: Sequence[str], scores: Sequence[float], depth: int, positive_only: bool) -> list[str]:
     order = sorted(range(len(keys)), key=lambda i: (-scores[i], keys[i]))
     if positive_only:
@@ -345,12 +297,9 @@ def local_fusion(
     text_scores: Sequence[float],
     hybrid: HybridSettings,
 ) -> dict[str, float]:
-    """Reciprocal rank fusion of the two rankings, as ``$rankFusion`` computes it.
-
-    ``keys`` identify the texts in scope (vector document ids); each ranking is cut at
-    ``hybrid.depth`` (the lexical one holds only texts that match a query term), ranks
-    start at 1, ties go by key. Returns each ranked text's fused score.
-    """
+    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as
+    ``$rankFusion``: each ranking cut at ``depth`` (the lexical one holds only texts that
+    match a query term), ranks from 1, ties by key."""
     fused: dict[str, float] = {}
     rankings = (
         (hybrid.vector_weight, _ranking(keys, vector_scores, hybrid.depth, positive_only=False)),

@@ -24,7 +24,6 @@ from mongostore.core import retrieval as r
 from mongostore.core.steps import (
     Capabilities,
     CreateSearchIndex,
-    EnsureCollection,
     ListSearchIndexes,
     Step,
     UpdateSearchIndex,
@@ -99,12 +98,10 @@ def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Path:
 def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) -> Capabilities | None:
     """A search read failed: was it the server refusing ``$rerank`` or ``$rankFusion``?
 
-    Read narrowly (issue 28): only an unknown stage (40324), a feature-flagged one (224) or an
-    uncoded refusal, naming the stage (224 is ``$rankFusion``'s answer on builds with the flag
-    off). ``$rankFusion`` refused: returns the capabilities for this batch, hybrid searches
-    fusing locally as below 8.0. ``$rerank`` refused: raises the ``ConfigurationError`` that
-    names ``$rerank``. Neither switches off ``$vectorSearch``. None: not such a refusal (the
-    caller reads it as for any search, e.g. "no search at all" -> rank locally).
+    Read narrowly (issue 28): an unknown stage (40324), a feature-flagged one (224) or an
+    uncoded refusal, naming the stage. ``$rankFusion``: the capabilities for this batch,
+    hybrid searches fusing locally. ``$rerank``: raises. Neither switches off
+    ``$vectorSearch``. None: not such a refusal (read as for any search).
     """
     if not isinstance(exc, OperationFailure) or exc.code not in (UNRECOGNIZED_STAGE, QUERY_FEATURE_NOT_ALLOWED, None):
         return None
@@ -120,9 +117,7 @@ def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) 
         log = logger.debug if message in _REFUSALS_LOGGED else logger.warning
         _REFUSALS_LOGGED.add(message)
         log("the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message)
-        fields = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps)}
-        fields["detail"] = f"$rankFusion refused: {message}"
-        return NoRankFusion(**fields)
+        return NoRankFusion(**{**vars(caps), "detail": f"$rankFusion refused: {message}"})
     return None
 
 
@@ -162,23 +157,18 @@ def create_vector_index(name: str, definition: dict[str, Any], index: IndexSetti
 
 
 def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any]) -> VectorIndexError | None:
-    """The error for an update that would change an automated-embedding field (None: it may run).
-
-    mongot refuses, on Atlas and everywhere else, to update ``autoEmbed`` fields or to turn
-    them into ``vector`` fields (``AutoEmbeddingIndexValidator``); filter fields may change.
-    So say so before asking, and how to get the wanted definition.
-    """
+    """The error for an update that would change an automated-embedding field (None: it may
+    run): mongot never updates ``autoEmbed`` fields (``AutoEmbeddingIndexValidator``)."""
 
     def auto(defn: dict[str, Any]) -> list[Any]:
         return [f for f in defn.get("fields") or () if isinstance(f, dict) and f.get("type") == "autoEmbed"]
 
+    def key(fields: list[Any]) -> list[Any]:
+        return [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields]
+
     before, after = auto(existing), auto(wanted)
-    if not before:
-        return None  # a vector index may become an automated-embedding one: the server says if not
-    same = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in before] == [
-        (f.get("path"), f.get("model"), f.get("numDimensions")) for f in after
-    ]
-    if same:
+    # (None before: a vector index may become an automated-embedding one; the server says if not.)
+    if not before or key(before) == key(after):
         return None
     return VectorIndexError(
         f"vector search index {name!r} would have to change its automated embedding (autoEmbed) field "
@@ -190,19 +180,15 @@ def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any
 
 
 def text_index_plan(index: IndexSettings, caps: Capabilities) -> Plan:
-    """Create (or update) the hybrid mode's ``$search`` index.
-
-    Returns ``(name, definition)`` for the caller to wait on (``setup_plan`` waits for
-    ``READY`` on that definition, as for the vector index), or None when there is none.
-    """
+    """Create (or update) the hybrid mode's ``$search`` index -> ``(name, definition)`` for
+    ``setup_plan`` to wait on (``READY`` on it, as for the vector index), or None."""
     hybrid = index.hybrid
     if hybrid is None:
         return None
     if not _at_least(caps, RANK_FUSION_VERSION):
         logger.info("no $rankFusion before MongoDB 8.0 (%s): hybrid searches fuse locally", caps.server_version)
         return None
-    wanted = r.text_index_definition()
-    yield EnsureCollection("vectors")
+    wanted = r.text_index_definition()  # on the vectors collection setup_plan made
     existing = yield ListSearchIndexes("vectors", hybrid.index_name)
     if not existing:
         logger.info("creating search index %r for hybrid search", hybrid.index_name)

@@ -1,4 +1,4 @@
-"""The ``$vectorSearch`` pipeline, its pre-filter split, and the local path's candidate filter."""
+"""The ``$vectorSearch`` stage and page, its pre-filter split, and the unscored items' reads."""
 
 from __future__ import annotations
 
@@ -20,15 +20,11 @@ def vector_prefilter(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
 
-    The namespace prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no
-    ``$regex``). Filter entries on declared filter fields whose operators
-    ``$vectorSearch`` understands go into the pre-filter (on the vector documents'
-    copy ``value.<field>``); everything else is applied to the joined items.
-
-    A nested filter field (``"metadata.available"``) is reached by a nested dict,
-    ``{"metadata": {"available": True}}``: its condition goes into the pre-filter too,
-    and the whole nested entry stays in the post-filter (containment also says what the
-    other keys and levels must be; the pre-filter is a necessary part of it).
+    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``);
+    entries on declared filter fields that mongot accepts go into the pre-filter (on the
+    vector documents' copy ``value.<field>``), the rest is applied to the joined items. A
+    nested filter field reached by a nested dict is pre-filtered too, and the whole entry
+    stays in the post-filter (containment also constrains the other keys and levels).
     """
     pre: list[dict[str, Any]] = []
     if namespace_prefix:
@@ -71,12 +67,8 @@ FILTER_SCALARS = (str, int, float, bool, datetime)
 
 
 def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) -> dict[str, Any]:
-    """The scalar values of the declared filter fields, copied onto vector documents.
-
-    A nested field (``"metadata.available"``) is copied at its place
-    (``{"metadata": {"available": ...}}``) when every level above it is a dict, as a
-    filter's containment reaches it; values inside arrays are never copied.
-    """
+    """The scalar values of the declared filter fields, copied onto vector documents; a
+    nested field at its place when every level above it is a dict (never inside arrays)."""
     out: dict[str, Any] = {}
     for f in filter_fields:
         *parents, leaf = f.split(".")
@@ -166,7 +158,6 @@ def vector_search_stage(
 
 
 def scored_page_stages(
-    *,
     similarity: str | None,
     post_filter: Mapping[str, Any],
     items_collection: str,
@@ -174,21 +165,15 @@ def scored_page_stages(
     limit: int,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """Everything after the search stage(s) of an Atlas semantic page (every mode): ids and
-    scores, never whole items.
+    """Everything after the search stage(s) of an Atlas page (every mode): ids and scores.
 
-    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (what
-    LangGraph's stores report: cosine / dotProduct ``(1 + s) / 2`` -> ``s``, euclidean
-    ``1 / (1 + d^2)`` -> ``-d``), or with ``similarity`` None the fused or reranked ``score``
-    as it is. Joins the items once, keeping only what the next stages read (``vectors``,
-    ``expires_at``, the post-filter's fields), then ``$facet``: ``hits``, the raw vector hits
-    (fewer than ``k`` means the search saw every candidate, so asking for more cannot fill a
-    short page); ``scored``, how many items matched; and ``page``: vectors whose text hash
-    the item still lists (not a failed or stale write) and whose item passes the filters, the
-    best per item, sorted, skipped and limited, as ``{_id, score}``. Whole items would risk
-    the ``$facet`` caps (100 MB per output, 16 MiB per document: the ``$facet`` page), so the
-    page is unwound after it, one row per entry (an empty page keeps one row, for the
-    counts), and each row joins its item's stored fields: ``page_rows`` reads them.
+    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine /
+    dotProduct ``(1 + s) / 2`` -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None)
+    the fused or reranked ``score`` as it is. ``$facet``: ``hits``, the raw hits (fewer than
+    ``k``: every candidate was seen); ``scored``, the items that matched; ``page``, the best
+    valid vector per item (its hash still listed, the item passing the filters) as ``{_id,
+    score}``. Never whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per
+    document): the page is unwound after, one row per entry, each joining its item.
     """
     if similarity is None:
         score: dict[str, Any] = {"$meta": "score"}
@@ -237,11 +222,8 @@ _ITEM_FIELDS = {f"item.{name}": 1 for name, keep in {**ITEM_PROJECTION, "_id": 1
 
 
 def page_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The answer of a ``scored_page_stages`` pipeline: the ``$facet`` (``hits``, ``scored``,
-    ``page`` of ``{_id, score}``) and the page's items by id (an item deleted meanwhile is absent).
-
-    No rows (the server returned nothing at all) reads as an empty facet.
-    """
+    """The answer of ``scored_page_stages``: the ``$facet`` and the page's items by id (an
+    item deleted meanwhile is absent). No rows at all reads as an empty facet."""
     if not rows:
         return {"hits": [], "scored": [], "page": []}, {}
     page = [r["page"] for r in rows if r.get("page")]
@@ -269,10 +251,8 @@ def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
 def vector_candidates_filter(
     namespace_prefix: tuple[str, ...], now: datetime | None, sharded: bool = False
 ) -> dict[str, Any]:
-    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes).
-
-    ``sharded``: the prefix's ``item_id`` range too, for mongos to target (``queries.sharding``).
-    """
+    """The local path's vector documents under the prefix (multikey index on ns_prefixes);
+    ``sharded``: the prefix's ``item_id`` range too, for mongos to target."""
     parts: list[dict[str, Any]] = []
     if namespace_prefix and sharded:
         parts.append(shard_range_filter(namespace_prefix, "vectors"))
@@ -297,12 +277,9 @@ def unscored_pipeline(
     limit: int,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Items under the prefix that pass the filter and have no valid vector, newest first.
-
-    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
-    none of the listed text hashes has a vector document (a failed vector write, or a
-    delete or sweep that raced a re-put of the same text).
-    """
+    """Items under the prefix that pass the filter and have no valid vector, newest first:
+    none listed, or none of the listed hashes has a vector document (a failed vector write,
+    or a delete or sweep that raced a re-put of the same text)."""
     pipeline: list[dict[str, Any]] = []
     base = search_filter(namespace_prefix, filter, cutoff, sharded)
     if base:
@@ -319,10 +296,8 @@ def unscored_pipeline(
 
 
 def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
-    """Count the items that list text hashes some of which have no vector document.
-
-    Such items are repairable: their next put re-embeds the missing texts.
-    """
+    """Count the items listing hashes some of which have no vector document (repairable:
+    their next put re-embeds the missing texts)."""
     return [
         {"$match": {"vectors": {"$exists": True}}},
         _vectors_lookup(vectors_collection),
