@@ -102,11 +102,9 @@ def auto_embed_settings(model: str, dims: int | None) -> AutoEmbedSettings:
             f"automated embedding model {model!r} cannot embed for a vectorSearch index{why}; "
             f"use one of {', '.join(AUTO_EMBED_MODELS)}"
         )
-    if dims is None:
-        return AutoEmbedSettings(model)
-    if dims not in AUTO_EMBED_DIMENSIONS:
+    if dims is not None and dims not in AUTO_EMBED_DIMENSIONS:
         raise ValueError(f"dims with automated embedding must be one of {list(AUTO_EMBED_DIMENSIONS)}, got {dims!r}")
-    return AutoEmbedSettings(model, dims)
+    return AutoEmbedSettings(model) if dims is None else AutoEmbedSettings(model, dims)
 
 
 def rerank_settings(spec: Any) -> RerankSettings:

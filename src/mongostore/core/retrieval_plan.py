@@ -1,13 +1,7 @@
-"""The retrieval modes' server checks: which path a search of a mode takes (``path_for``),
-which refusal of a search stage is the server lacking it (``refused_stage``), and at
-``setup()`` the checks and search indexes of the modes. No I/O: plans yield steps.
-
-- automated embedding and reranking need Atlas (``$vectorSearch`` with ``autoEmbed``;
-  ``$rerank`` on MongoDB 8.3+): elsewhere ``setup()`` and every search raise a
-  ``ConfigurationError`` naming the feature;
-- hybrid runs ``$rankFusion`` when the server has ``$vectorSearch`` and is MongoDB
-  8.0+, and the exact local fusion (``plan.paths.FUSION``) otherwise, over the same
-  texts, so the same query works on every backend.
+"""The retrieval modes' server checks: the path a search takes (``path_for``), a refused
+stage (``refused_stage``), and ``setup()``'s checks and search indexes. Automated embedding
+and reranking need Atlas (elsewhere ``setup()`` and every search raise a ``ConfigurationError``
+naming the feature); hybrid fuses locally (``plan.paths.FUSION``) where ``$rankFusion`` is not.
 """
 
 from __future__ import annotations
@@ -21,13 +15,7 @@ from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import retrieval as r
-from mongostore.core.steps import (
-    Capabilities,
-    CreateSearchIndex,
-    ListSearchIndexes,
-    Step,
-    UpdateSearchIndex,
-)
+from mongostore.core.steps import Capabilities, CreateSearchIndex, ListSearchIndexes, Step, UpdateSearchIndex
 from mongostore.errors import ConfigurationError, VectorIndexError
 
 logger = logging.getLogger("mongostore")
@@ -132,8 +120,7 @@ def setup_checks(index: IndexSettings, caps: Capabilities) -> None:
         raise ConfigurationError(
             f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is {caps.server_version}"
         )
-    # What setup() can check is above (search commands, the version when it is known); it
-    # cannot see the Atlas project's Native Reranking setting, nor tell Atlas from a
+    # setup() cannot see the project's Native Reranking setting, nor tell Atlas from a
     # self-managed 8.3 (which has no $rerank): the first reranked search reports either.
     logger.info(
         "reranking with %s: this server has search (MongoDB %s); whether $rerank runs (Atlas with Native "

@@ -1,9 +1,6 @@
-"""The search path of a semantic search, chosen once per search (``search_path``).
-
-A path says which reads the search joins the batch's one ``Parallel`` with, and how it
-ranks and pages from their answers (given back in the order it asked for them). Every
-path fills a page the way InMemoryStore does: scored items best first, then the items
-that have no valid vector, newest first.
+"""The search path of a semantic search (``search_path``): the reads it joins the batch's
+one ``Parallel`` with, and its page from their answers, filled as InMemoryStore does
+(scored items best first, then the items with no valid vector, newest first).
 
 - ``ATLAS``: pages of the index's Atlas pipeline (``retrieval.atlas_pipeline``: plain
   ``$vectorSearch``, automated embedding, ``$rerank``, hybrid ``$rankFusion``);
@@ -104,10 +101,8 @@ class _Atlas:
 
 class _Local:
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
-        """The items under the prefix that pass the filter (ids and listed hashes: the least a
-        candidate needs, as each field costs decoding per item) and, unless the store's vector
-        cache already holds the prefix, every vector under it. Behind mongos both carry the
-        prefix's shard-key range (``queries.sharding``)."""
+        """The candidate items (ids and listed hashes only: each field costs decoding per item)
+        and, unless the store's vector cache holds the prefix, every vector under it."""
         op, ctx = s.op, state.ctx
         filt = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.sharded)
         reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH)]
@@ -119,14 +114,17 @@ class _Local:
     def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
         """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
 
-        ``first``: the candidate items, and every vector under the prefix when the store's
-        ``VectorCache`` did not hold it yet. Vectors the cache lacks are fetched, then the
-        page's items are read with (same trip) a check that each scored one's best vector is
-        still stored under its hash: a held row outlives a vector document that a failed
-        write or a delete racing a re-put removed.
+        Vectors the cache lacks are fetched; the page's items are read with (same trip) a check
+        that each scored one's best vector is still stored under its hash: a held row outlives
+        a vector document that a failed write or a delete racing a re-put removed.
         """
         op, ctx, index = s.op, state.ctx, state.index
         assert index is not None and s.query_vector is not None
+        cutoff = ctx.expiry_cutoff
+
+        def live(filt: dict[str, Any]) -> dict[str, Any]:
+            return filt if cutoff is None else {"$and": [filt, q.not_expired(cutoff)]}
+
         cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
         items = first[0]
         if len(first) > 1:
@@ -136,11 +134,9 @@ class _Local:
         end = offset + limit
         ranking = cache.rank(s.query_vector, items, index.similarity, end)
         if ranking.missing:
-            filt: dict[str, Any] = {"item_id": {"$in": ranking.missing}}
-            if ctx.expiry_cutoff is not None:
-                filt = {"$and": [filt, q.not_expired(ctx.expiry_cutoff)]}
-            cache.add_documents((yield Find("vectors", filt, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
-            ranking = cache.rank(s.query_vector, items, index.similarity, end, frozenset())
+            missing = live({"item_id": {"$in": ranking.missing}})
+            cache.add_documents((yield Find("vectors", missing, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
+            ranking = cache.rank(s.query_vector, items, index.similarity, end)
         gone: frozenset[tuple[str, str]] = frozenset()
         while True:
             page = ranking.scored[offset:end]
@@ -148,12 +144,18 @@ class _Local:
             reads: list[Step] = []
             if page:
                 reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, PAGE_PROJECTION))
-                check: dict[str, Any] = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
-                if ctx.expiry_cutoff is not None:
-                    check = {"$and": [check, q.not_expired(ctx.expiry_cutoff)]}
+                check = live(q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded))
                 reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
-                reads.append(_unscored_read(op, ctx, ranking, max(0, offset - ranking.n_scored), limit - len(page)))
+                # Newest first, as the Atlas path's: items listing no hash, and those whose hashes
+                # have no vector (``ranking.absent``: a failed vector write, a delete racing a re-put).
+                unscored: dict[str, Any] = {"vectors.0": {"$exists": False}}
+                if ranking.absent:
+                    unscored = {"$or": [unscored, {"_id": {"$in": ranking.absent}}]}
+                base = q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded)
+                filt = {"$and": [base, unscored]} if base else unscored
+                skip = max(0, offset - ranking.n_scored)
+                reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit - len(page)))
             if not reads:
                 return []
             answers = list((yield Parallel(tuple(reads))))
@@ -170,17 +172,6 @@ class _Local:
         if len(page) < limit and ranking.n_unscored:
             out.extend((d, None) for d in answers[-1])
         return out
-
-
-def _unscored_read(op: SearchOp, ctx: PlanContext, ranking: _vectors.Ranking, skip: int, limit: int) -> Step:
-    """The page's unscored candidates, newest first (as a plain search orders them, and the
-    Atlas path's ``unscored_pipeline``): those listing no hash, and those whose listed hashes
-    have no vector (``ranking.absent``: a failed vector write, a delete racing a re-put)."""
-    none_listed: dict[str, Any] = {"vectors.0": {"$exists": False}}
-    unscored = {"$or": [none_listed, {"_id": {"$in": ranking.absent}}]} if ranking.absent else none_listed
-    base = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.sharded)
-    filt = {"$and": [base, unscored]} if base else unscored
-    return Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit)
 
 
 class _Fusion:
