@@ -214,7 +214,10 @@ def atlas_pipeline(
     hits. Then ``queries.scored_page_stages``."""
     query = str(op.query)
     hybrid, rerank = index.hybrid, index.rerank
-    k = hybrid.depth if hybrid is not None else rerank.candidates if rerank is not None else k
+    if hybrid is not None:
+        k = hybrid.depth
+    elif rerank is not None:
+        k = rerank.candidates
     candidates = min(MAX_CANDIDATES, max(k * index.candidate_factor, 100, k))
     pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
     text = query if index.auto_embed is not None else None

@@ -91,10 +91,8 @@ class _Atlas:
         page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
         if len(page) < op.limit and exhausted:
             skip, limit = max(0, op.offset - scored), op.limit - len(page)
-            cutoff = ctx.expiry_cutoff
-            tail = q.unscored_pipeline(
-                op.namespace_prefix, op.filter, ctx.vectors_collection, cutoff, skip, limit, ctx.sharded
-            )
+            vectors, cutoff = ctx.vectors_collection, ctx.expiry_cutoff
+            tail = q.unscored_pipeline(op.namespace_prefix, op.filter, vectors, cutoff, skip, limit, ctx.sharded)
             page.extend((d, None) for d in (yield Aggregate("items", tail)))
         return page
 

@@ -265,9 +265,6 @@ def vector_candidates_filter(
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
-# --------------------------------------------------------------------------- items no vector scores
-
-
 def unscored_pipeline(
     namespace_prefix: tuple[str, ...],
     filter: Mapping[str, Any] | None,
