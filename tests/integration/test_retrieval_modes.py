@@ -18,6 +18,7 @@ from fakes.atlas_native import native_state, rerank_score
 from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
+from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.drivers.mongomock_compat import in_memory_collection
 from mongostore.tools.embeddings import HashingEmbeddings
@@ -208,8 +209,8 @@ def test_hybrid_text_index_waits_like_the_vector_index_and_says_how_to_recover()
 def test_mode_pages_carry_ids_and_scores_never_whole_items_through_facet() -> None:
     """As on the plain vector path (issue 10): the $facet page holds ids and scores; the
     items are fetched by _id afterwards, so big values cannot overflow the $facet caps."""
-    stages = r.after_search(
-        score={"$meta": "score"}, post_filter={"kind": "food"}, items_collection="m", offset=0, limit=5, now=None
+    stages = q.scored_page_stages(
+        similarity=None, post_filter={"kind": "food"}, items_collection="m", offset=0, limit=5, now=None
     )
     [facet_at] = [i for i, stage in enumerate(stages) if "$facet" in stage]
     facet = stages[facet_at]["$facet"]

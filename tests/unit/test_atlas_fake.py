@@ -27,7 +27,13 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore.core.queries import page_rows, vector_index_definition, vector_prefilter, vector_search_pipeline
+from mongostore.core.queries import (
+    page_rows,
+    scored_page_stages,
+    vector_index_definition,
+    vector_prefilter,
+    vector_search_stage,
+)
 
 ALICE = ("users", "alice")
 BOB = ("users", "bob")
@@ -106,19 +112,10 @@ def pipeline(
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
     pre, post = vector_prefilter(namespace, filter, filter_fields)
-    return vector_search_pipeline(
-        index_name=index_name,
-        query_vector=list(query),
-        num_candidates=num_candidates,
-        k=k,
-        pre_filter=pre,
-        post_filter=post,
-        items_collection=ITEMS,
-        similarity=similarity,
-        offset=0,
-        limit=limit,
-        now=now,
+    page = scored_page_stages(
+        similarity=similarity, post_filter=post, items_collection=ITEMS, offset=0, limit=limit, now=now
     )
+    return [vector_search_stage(index_name, list(query), num_candidates, k, pre), *page]
 
 
 class Fake:

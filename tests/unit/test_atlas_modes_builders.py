@@ -98,7 +98,7 @@ def test_refused_stage_reads_only_refusals_that_name_the_stage() -> None:
 
 
 def test_rerank_is_guarded_against_documents_without_text() -> None:
-    stages = modes.atlas_pipeline(
+    stages = r.atlas_pipeline(
         type("Op", (), {"query": "q", "namespace_prefix": (), "filter": None, "offset": 0, "limit": 5})(),
         settings(rerank={"model": "rerank-2.5", "candidates": 10}),
         "items",

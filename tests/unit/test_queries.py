@@ -504,28 +504,8 @@ def test_query_vectors_are_sent_packed_as_float32_bindata() -> None:
     import numpy as np
     from bson.binary import Binary, BinaryVectorDtype
 
-    from mongostore.core import retrieval
-
     query = [0.1, -0.25, 1e-3, 0.7]
-    pipeline = q.vector_search_pipeline(
-        index_name="v",
-        query_vector=query,
-        num_candidates=20,
-        k=10,
-        pre_filter={},
-        post_filter={},
-        items_collection="memories",
-        similarity="cosine",
-        offset=0,
-        limit=10,
-        now=None,
-    )
-    stages = [
-        pipeline[0]["$vectorSearch"],
-        retrieval.vector_stage(
-            index_name="v", query_vector=query, query_text=None, num_candidates=20, k=10, pre_filter={}
-        )["$vectorSearch"],
-    ]
+    stages = [q.vector_search_stage("v", query, 20, 10, {})["$vectorSearch"]]
     for stage in stages:
         sent = stage["queryVector"]
         assert isinstance(sent, Binary) and sent.subtype == 9

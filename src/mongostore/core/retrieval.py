@@ -1,28 +1,12 @@
-"""Atlas-native retrieval modes: automated embedding, ``$rerank``, hybrid ``$rankFusion``.
+"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
+``$rankFusion``) and what the modes need besides: their settings, index definitions and
+write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
+Pure code, no I/O: the search paths (``plan.paths``) and ``retrieval_plan`` use it.
 
-Pure code, no I/O: the normalised settings of the three modes, the index
-definitions ``setup()`` creates for them, their pipelines, the write requests of
-automated embedding, and the exact local fusion that the hybrid mode falls back to
-off Atlas. The plans that use these live in ``_retrieval_plan``.
-
-Every mode runs on the vectors collection (``<items>_vectors``), one document per
-(item, indexed text): ``$rankFusion`` runs every input pipeline on one collection and
-its input pipelines may only select (``$match $search $vectorSearch $sample $geoNear
-$sort $skip $limit``), so both rankings must run where the texts are; the item join,
-the item-level filters and the per-item best score come after the fusion, exactly as
-after ``$vectorSearch``. Vector documents carry the text itself (``text``) whenever
-a mode needs it: ``$search`` indexes it, ``$rerank`` reads it, ``autoEmbed`` embeds it.
-
-Scores (stated, and the same on every path):
-
-- automated embedding: the similarity of the index (cosine in [-1, 1] by default),
-  converted back from Atlas's normalised score as for client-side vectors;
-- hybrid: reciprocal rank fusion, ``sum(weight / (60 + rank))`` over the two rankings
-  of the texts in scope (namespace prefix and pre-filterable filters), each cut at
-  ``depth``, ranks from 1; an item scores by its best text. The lexical ranking is BM25
-  with statistics over every text of the vectors collection (Atlas Search's are index-wide);
-  ties in the fused order go by vector document ``_id``, as ``$rankFusion``'s;
-- reranked: the Voyage AI reranker's relevance score of the item's best text.
+Every mode runs on the vectors collection, whose documents carry their text (``text``)
+while a mode is on: ``$rankFusion`` runs its input pipelines on one collection, and they
+may only select (docs/decisions.md, "The sidecar layout"). What each mode's score means
+is stated there too ("Stated meaning of the hybrid score", "Reranked score").
 """
 
 from __future__ import annotations
@@ -33,27 +17,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import SearchOp
 
 from mongostore.core import queries as q
+from mongostore.core.codec import namespace_path
 
-__all__ = [
-    "AUTO_EMBED_DIMENSIONS",
-    "AUTO_EMBED_MODELS",
-    "RERANK_MODELS",
-    "RRF_RANK_CONSTANT",
-    "AutoEmbedSettings",
-    "HybridSettings",
-    "RerankSettings",
-    "auto_vector_request",
-    "hybrid_pipeline",
-    "lexical_scores",
-    "local_fusion",
-    "text_index_definition",
-    "tokens",
-    "vector_index_definition",
-    "with_text",
-]
+if TYPE_CHECKING:
+    from mongostore.config import IndexSettings
 
 # The models of a vectorSearch index's autoEmbed field (the autoEmbed docs; mongot's
 # VoyageClient and search-index-schema autoEmbed.json). voyage-code-4 exists only for
@@ -67,8 +39,8 @@ RERANK_MODELS = ("rerank-2.5", "rerank-2.5-lite", "rerank-2", "rerank-2-lite")
 MAX_DOCS_TO_RERANK = 1000
 # The $rankFusion page: "60 is a sensitivity parameter that MongoDB determined".
 RRF_RANK_CONSTANT = 60
-# $vectorSearch numCandidates is at most 10,000, and limit <= numCandidates.
-MAX_DEPTH = 10_000
+# $vectorSearch: numCandidates is at most 10,000, and limit <= numCandidates.
+MAX_CANDIDATES = 10_000
 TEXT_PATH = "text"
 DEFAULT_TEXT_INDEX_NAME = "mongostore_text"
 VECTOR_PIPELINE = "vector"
@@ -130,11 +102,9 @@ def auto_embed_settings(model: str, dims: int | None) -> AutoEmbedSettings:
             f"automated embedding model {model!r} cannot embed for a vectorSearch index{why}; "
             f"use one of {', '.join(AUTO_EMBED_MODELS)}"
         )
-    if dims is None:
-        return AutoEmbedSettings(model)
-    if dims not in AUTO_EMBED_DIMENSIONS:
+    if dims is not None and dims not in AUTO_EMBED_DIMENSIONS:
         raise ValueError(f"dims with automated embedding must be one of {list(AUTO_EMBED_DIMENSIONS)}, got {dims!r}")
-    return AutoEmbedSettings(model, dims)
+    return AutoEmbedSettings(model) if dims is None else AutoEmbedSettings(model, dims)
 
 
 def rerank_settings(spec: Any) -> RerankSettings:
@@ -164,7 +134,7 @@ def hybrid_settings(spec: Any) -> HybridSettings:
     tw = _number(weights.get(TEXT_PIPELINE, 1.0), "hybrid['weights']['text']")
     if vw < 0 or tw < 0 or vw + tw == 0:
         raise ValueError("hybrid weights must be non-negative and not both zero ($rankFusion's rule)")
-    depth = _int_in(spec.get("depth", 100), "hybrid['depth']", 1, MAX_DEPTH)
+    depth = _int_in(spec.get("depth", 100), "hybrid['depth']", 1, MAX_CANDIDATES)
     name = spec.get("index_name", DEFAULT_TEXT_INDEX_NAME)
     if not isinstance(name, str) or not name:
         raise ValueError(f"hybrid['index_name'] must be a non-empty string, got {name!r}")
@@ -177,12 +147,8 @@ def hybrid_settings(spec: Any) -> HybridSettings:
 def vector_index_definition(
     dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None
 ) -> dict[str, Any]:
-    """The ``vectorSearch`` index of the vectors collection, for either embedding mode.
-
-    Client-side embeddings index ``embedding`` (``type: vector``); automated embedding
-    indexes the stored ``text`` (``type: autoEmbed``, ``modality: text``), and Atlas
-    embeds it with ``model``. The filter fields are the same in both.
-    """
+    """The vectors collection's ``vectorSearch`` index: ``embedding`` (``type: vector``), or
+    with automated embedding the stored ``text`` (``type: autoEmbed``); the same filter fields."""
     base = q.vector_index_definition(dims, similarity, filter_fields)
     if auto_embed is None:
         return base
@@ -198,12 +164,8 @@ def vector_index_definition(
 
 
 def text_index_definition() -> dict[str, Any]:
-    """The Atlas Search (``type: search``) index of the hybrid mode's lexical ranking.
-
-    Static mappings: ``text`` (the indexed text of each vector document) as ``string``
-    with the standard analyzer, ``ns_prefixes`` as ``token`` so the ``equals``
-    operator can scope a query to a namespace prefix inside ``$search``.
-    """
+    """The hybrid mode's ``$search`` index: ``text`` with the standard analyzer, and
+    ``ns_prefixes`` as ``token`` so ``equals`` scopes a query to a namespace prefix."""
     return {
         "mappings": {
             "dynamic": False,
@@ -235,106 +197,51 @@ def auto_vector_request(req: q.WriteRequest, text: str) -> q.WriteRequest:
     return out
 
 
-# --------------------------------------------------------------------------- pipelines
+# --------------------------------------------------------------------------- the Atlas pipeline
 
 
-def vector_stage(
-    *,
-    index_name: str,
+def atlas_pipeline(
+    op: SearchOp,
+    index: IndexSettings,
+    items_name: str,
+    cutoff: datetime | None,
     query_vector: Sequence[float] | None,
-    query_text: str | None,
-    num_candidates: int,
     k: int,
-    pre_filter: Mapping[str, Any],
-) -> dict[str, Any]:
-    """``$vectorSearch`` by vector (``path: embedding``) or by text (``path: text``, autoEmbed)."""
-    return {
-        "$vectorSearch": q.vector_search_stage(
-            index_name, query_vector, num_candidates, k, pre_filter, query_text, TEXT_PATH
-        )
-    }
-
-
-def text_stages(
-    *, index_name: str, query: str, namespace_path: str | None, pre_match: Mapping[str, Any], depth: int
 ) -> list[dict[str, Any]]:
-    """The lexical input pipeline: ``$search`` (scoped by ``equals`` on ``ns_prefixes``),
-    the other pre-filterable conditions as ``$match``, then the first ``depth`` texts.
-
-    ``$match``, ``$search`` and ``$limit`` are all selection stages, and ``$search``
-    orders its output, so this is both a selection and a ranked pipeline.
-    """
-    must = [{"text": {"query": query, "path": TEXT_PATH}}]
-    compound: dict[str, Any] = {"must": must}
-    if namespace_path is not None:
-        compound["filter"] = [{"equals": {"path": "ns_prefixes", "value": namespace_path}}]
-    stages: list[dict[str, Any]] = [{"$search": {"index": index_name, "compound": compound}}]
-    if pre_match:
-        stages.append({"$match": dict(pre_match)})
-    stages.append({"$limit": depth})
-    return stages
-
-
-def split_namespace(pre_filter: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """``vector_prefilter``'s filter -> (namespace path, the other conditions)."""
-    clauses = list(pre_filter.get("$and", [pre_filter] if pre_filter else []))
-    ns = None
-    rest = []
-    for clause in clauses:
-        if set(clause) == {"ns_prefixes"} and isinstance(clause["ns_prefixes"], str):
-            ns = clause["ns_prefixes"]
-        else:
-            rest.append(clause)
-    return ns, ({} if not rest else rest[0] if len(rest) == 1 else {"$and": rest})
-
-
-def after_search(
-    *,
-    score: Any,
-    post_filter: Mapping[str, Any],
-    items_collection: str,
-    offset: int,
-    limit: int,
-    now: datetime | None,
-) -> list[dict[str, Any]]:
-    """Everything after the search stage(s): the same join, validity check, filters, best
-    score per item, page and ``$facet`` counts as ``vector_search_pipeline`` (ids and scores,
-    never whole items). ``score`` reads the stage's score; the caller converts it (or not).
-    """
-    return q.scored_page_stages(
-        score=score,
-        final_score=1,
-        post_filter=post_filter,
-        items_collection=items_collection,
-        offset=offset,
-        limit=limit,
-        now=now,
-    )
-
-
-def rerank_guard() -> dict[str, Any]:
-    """What goes before ``$rerank``: only documents that have a ``text`` string.
-
-    The ``$rerank`` page: "the query fails if a path field does not exist"; ``$match`` such
-    documents out or ``$set`` the field first. Vector documents written before a mode that
-    stores text was turned on have none until ``setup()`` gives them theirs (``plan.backfill``).
-    """
-    return {"$match": {TEXT_PATH: {"$type": "string"}}}
-
-
-def rerank_stage(query: str, model: str, num_docs: int) -> dict[str, Any]:
-    """``$rerank`` on the vector documents' ``text`` (after ``rerank_guard``)."""
-    return {"$rerank": {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": num_docs, "model": model}}
-
-
-def hybrid_pipeline(*, vector: dict[str, Any], text: list[dict[str, Any]], hybrid: HybridSettings) -> dict[str, Any]:
-    """``$rankFusion`` of the vector ranking and the lexical ranking, with their weights."""
-    return {
-        "$rankFusion": {
-            "input": {"pipelines": {VECTOR_PIPELINE: [vector], TEXT_PIPELINE: text}},
-            "combination": {"weights": {VECTOR_PIPELINE: hybrid.vector_weight, TEXT_PIPELINE: hybrid.text_weight}},
-        }
-    }
+    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's
+    text with automated embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both
+    selection pipelines, ``depth`` each); reranking ``$rerank``s the first ``candidates``
+    hits. Then ``queries.scored_page_stages``."""
+    query = str(op.query)
+    hybrid, rerank = index.hybrid, index.rerank
+    if hybrid is not None:
+        k = hybrid.depth
+    elif rerank is not None:
+        k = rerank.candidates
+    candidates = min(MAX_CANDIDATES, max(k * index.candidate_factor, 100, k))
+    pre, post = q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)
+    text = query if index.auto_embed is not None else None
+    stages = [q.vector_search_stage(index.index_name, query_vector, candidates, k, pre, text)]
+    if hybrid is not None:
+        compound: dict[str, Any] = {"must": [{"text": {"query": query, "path": TEXT_PATH}}]}
+        if op.namespace_prefix:
+            compound["filter"] = [{"equals": {"path": "ns_prefixes", "value": namespace_path(op.namespace_prefix)}}]
+        lexical: list[dict[str, Any]] = [{"$search": {"index": hybrid.index_name, "compound": compound}}]
+        rest, _ = q.vector_prefilter((), op.filter, index.filter_fields)  # the pre-filter but the namespace
+        if rest:
+            lexical.append({"$match": rest})
+        lexical.append({"$limit": k})
+        pipelines = {VECTOR_PIPELINE: stages, TEXT_PIPELINE: lexical}
+        weights = {VECTOR_PIPELINE: hybrid.vector_weight, TEXT_PIPELINE: hybrid.text_weight}
+        stages = [{"$rankFusion": {"input": {"pipelines": pipelines}, "combination": {"weights": weights}}}]
+    if rerank is not None:
+        # The $rerank page: "the query fails if a path field does not exist": a vector document
+        # written before a mode stored text has none until setup() gives it (``plan.backfill``).
+        spec = {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": rerank.candidates}
+        stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": {**spec, "model": rerank.model}}]
+    similarity = index.similarity if hybrid is None and rerank is None else None
+    page = q.scored_page_stages(similarity, post, items_name, op.offset, op.limit, cutoff)
+    return stages + page
 
 
 # --------------------------------------------------------------------------- the local fusion
@@ -348,18 +255,21 @@ def tokens(text: str) -> list[str]:
 
 
 def lexical_scores(query: str, texts: Sequence[str], corpus: Iterable[str] | None = None) -> list[float]:
-    """BM25 (Lucene's k1 = 1.2, b = 0.75) of each text for the query's terms; 0 = no match.
-
-    As Atlas Search scores (the "Return the Score Details" page), the statistics (N, the
-    document frequencies, the average length) come from the whole index: ``corpus``, every
-    text of the vectors collection, in scope or not. Only ``texts`` (those in scope) are
-    scored. Without ``corpus`` the texts are the corpus (a search whose scope is everything).
+    """BM25 (Lucene's k1 = 1.2, b = 0.75) of each text (those in scope) for the query's
+    terms; 0 = no match. The statistics come from ``corpus`` (default: the texts), every text
+    of the index in scope or not, as Atlas Search's do ("Return the Score Details" page).
     """
     docs = [tokens(t) for t in texts]
     terms = set(tokens(query))
     if not docs or not terms:
         return [0.0] * len(docs)
-    n, total, df = _statistics(docs if corpus is None else (tokens(t) for t in corpus), terms)
+    n = total = 0
+    df = dict.fromkeys(terms, 0)
+    for doc in docs if corpus is None else (tokens(t) for t in corpus):
+        n += 1
+        total += len(doc)
+        for t in terms.intersection(doc):
+            df[t] += 1
     if n == 0:
         return [0.0] * len(docs)
     avg = total / n or 1.0
@@ -375,18 +285,6 @@ def lexical_scores(query: str, texts: Sequence[str], corpus: Iterable[str] | Non
     return out
 
 
-def _statistics(corpus: Iterable[list[str]], terms: set[str]) -> tuple[int, int, dict[str, int]]:
-    """(documents, total length, document frequency of each term) of a tokenized corpus."""
-    n = total = 0
-    df = dict.fromkeys(terms, 0)
-    for doc in corpus:
-        n += 1
-        total += len(doc)
-        for t in terms.intersection(doc):
-            df[t] += 1
-    return n, total, df
-
-
 def _ranking(keys: Sequence[str], scores: Sequence[float], depth: int, positive_only: bool) -> list[str]:
     order = sorted(range(len(keys)), key=lambda i: (-scores[i], keys[i]))
     if positive_only:
@@ -400,12 +298,9 @@ def local_fusion(
     text_scores: Sequence[float],
     hybrid: HybridSettings,
 ) -> dict[str, float]:
-    """Reciprocal rank fusion of the two rankings, as ``$rankFusion`` computes it.
-
-    ``keys`` identify the texts in scope (vector document ids); each ranking is cut at
-    ``hybrid.depth`` (the lexical one holds only texts that match a query term), ranks
-    start at 1, ties go by key. Returns each ranked text's fused score.
-    """
+    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as
+    ``$rankFusion``: each ranking cut at ``depth`` (the lexical one holds only texts that
+    match a query term), ranks from 1, ties by key."""
     fused: dict[str, float] = {}
     rankings = (
         (hybrid.vector_weight, _ranking(keys, vector_scores, hybrid.depth, positive_only=False)),

@@ -7,7 +7,7 @@ here and runs unchanged in ``MongoStore`` and ``AsyncMongoStore``.
 
 The modules: ``context`` (``Plan``, ``PlanContext``), ``validate`` (op checks),
 ``state`` (what a batch's phases share, ``BatchOutcome``), ``batch`` (the batch plan
-as named phases) with ``batch_reads`` and ``batch_writes``, ``search`` (local and
+as named phases) with ``batch_reads`` and ``batch_writes``, ``paths`` (local and
 Atlas semantic search), ``probe`` (server and search probes, no-search detection),
 ``setup`` (indexes, index waits) and ``status`` (status, sweep, aggregate).
 Import from here: ``from mongostore.core.plan import batch_plan``.
@@ -15,7 +15,6 @@ Import from here: ``from mongostore.core.plan import batch_plan``.
 
 from __future__ import annotations
 
-from mongostore.core.paging import MAX_CANDIDATES
 from mongostore.core.plan.batch import (
     batch_outcome_plan,
     batch_plan,
@@ -29,6 +28,7 @@ from mongostore.core.plan.batch import (
 from mongostore.core.plan.batch_reads import answer_phase, batch_reads
 from mongostore.core.plan.batch_writes import put_requests, refresh_requests, write_phase
 from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext, embed_texts, write_clock
+from mongostore.core.plan.paths import VECTOR_PROJECTION
 from mongostore.core.plan.probe import (
     CLIENT_BULK_WRITE_WIRE_VERSION,
     FAKE_SERVER,
@@ -40,12 +40,12 @@ from mongostore.core.plan.probe import (
     search_probe_plan,
     server_probe_plan,
 )
-from mongostore.core.plan.search import VECTOR_PROJECTION
 from mongostore.core.plan.setup import INDEX_ALREADY_EXISTS, setup_plan, shard_plan
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.status import aggregate_plan, status_plan, sweep_plan
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes, check_ttl, normalize_op
 from mongostore.core.queries import missing_vectors_pipeline, unscored_pipeline
+from mongostore.core.retrieval import MAX_CANDIDATES
 
 __all__ = [
     "CLIENT_BULK_WRITE_WIRE_VERSION",

@@ -58,7 +58,6 @@ from mongostore.core.queries.sharding import (
 from mongostore.core.queries.vector_search import (
     FILTER_SCALARS,
     MAX_FILTER_STRING,
-    atlas_score_to_similarity,
     filter_field_names,
     filter_field_values,
     missing_vectors_pipeline,
@@ -67,7 +66,6 @@ from mongostore.core.queries.vector_search import (
     unscored_pipeline,
     vector_candidates_filter,
     vector_prefilter,
-    vector_search_pipeline,
     vector_search_stage,
 )
 from mongostore.core.queries.writes import (
@@ -104,7 +102,6 @@ __all__ = [
     "IndexSpec",
     "Role",
     "WriteRequest",
-    "atlas_score_to_similarity",
     "check_vector_request",
     "delete_item_requests",
     "filter_field_names",
@@ -136,7 +133,6 @@ __all__ = [
     "vector_index_definition",
     "vector_indexes",
     "vector_prefilter",
-    "vector_search_pipeline",
     "vector_search_stage",
     "with_shard_range",
 ]

@@ -1,4 +1,4 @@
-"""The ``$vectorSearch`` pipeline, its pre-filter split, and the local path's candidate filter."""
+"""The ``$vectorSearch`` stage and page, its pre-filter split, and the unscored items' reads."""
 
 from __future__ import annotations
 
@@ -20,15 +20,11 @@ def vector_prefilter(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
 
-    The namespace prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no
-    ``$regex``). Filter entries on declared filter fields whose operators
-    ``$vectorSearch`` understands go into the pre-filter (on the vector documents'
-    copy ``value.<field>``); everything else is applied to the joined items.
-
-    A nested filter field (``"metadata.available"``) is reached by a nested dict,
-    ``{"metadata": {"available": True}}``: its condition goes into the pre-filter too,
-    and the whole nested entry stays in the post-filter (containment also says what the
-    other keys and levels must be; the pre-filter is a necessary part of it).
+    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``);
+    entries on declared filter fields that mongot accepts go into the pre-filter (on the
+    vector documents' copy ``value.<field>``), the rest is applied to the joined items. A
+    nested filter field reached by a nested dict is pre-filtered too, and the whole entry
+    stays in the post-filter (containment also constrains the other keys and levels).
     """
     pre: list[dict[str, Any]] = []
     if namespace_prefix:
@@ -71,12 +67,8 @@ FILTER_SCALARS = (str, int, float, bool, datetime)
 
 
 def filter_field_values(value: Mapping[str, Any], filter_fields: Sequence[str]) -> dict[str, Any]:
-    """The scalar values of the declared filter fields, copied onto vector documents.
-
-    A nested field (``"metadata.available"``) is copied at its place
-    (``{"metadata": {"available": ...}}``) when every level above it is a dict, as a
-    filter's containment reaches it; values inside arrays are never copied.
-    """
+    """The scalar values of the declared filter fields, copied onto vector documents; a
+    nested field at its place when every level above it is a dict (never inside arrays)."""
     out: dict[str, Any] = {}
     for f in filter_fields:
         *parents, leaf = f.split(".")
@@ -141,17 +133,6 @@ def _prefilterable(spec: Any) -> bool:
     return True
 
 
-def atlas_score_to_similarity(similarity: str) -> dict[str, Any]:
-    """Convert ``vectorSearchScore`` back to what LangGraph's stores report.
-
-    cosine / dotProduct: Atlas gives (1 + s) / 2 -> s = 2 * score - 1.
-    euclidean: Atlas gives 1 / (1 + d^2) -> report -d = -sqrt(1 / score - 1).
-    """
-    if similarity == "euclidean":
-        return {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
-    return {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
-
-
 def vector_search_stage(
     index_name: str,
     query_vector: Sequence[float] | None,
@@ -159,14 +140,13 @@ def vector_search_stage(
     k: int,
     pre_filter: Mapping[str, Any],
     query_text: str | None = None,
-    text_path: str = "text",
 ) -> dict[str, Any]:
-    """The ``$vectorSearch`` stage's body (every path: plain vectors and the modes): the ``k``
-    nearest vectors that pass the pre-filter, by vector (``path: embedding``) or, with
-    automated embedding, by the query's text (``path: text_path``, ``query: {text}``)."""
+    """The one ``$vectorSearch`` stage (every Atlas path): the ``k`` nearest vectors that pass
+    the pre-filter, by vector (``path: embedding``) or, with automated embedding, by the
+    query's text (``path: text``, ``query: {text}``)."""
     stage: dict[str, Any] = {"index": index_name, "numCandidates": num_candidates, "limit": k}
     if query_text is not None:
-        stage.update(path=text_path, query={"text": query_text})
+        stage.update(path="text", query={"text": query_text})
     else:
         assert query_vector is not None
         # Packed float32, as the stored vectors are: mongot ranks in float32 either way
@@ -174,74 +154,35 @@ def vector_search_stage(
         stage.update(path="embedding", queryVector=float32_vector(query_vector))
     if pre_filter:
         stage["filter"] = dict(pre_filter)
-    return stage
-
-
-def vector_search_pipeline(
-    *,
-    index_name: str,
-    query_vector: Sequence[float],
-    num_candidates: int,
-    k: int,
-    pre_filter: Mapping[str, Any],
-    post_filter: Mapping[str, Any],
-    items_collection: str,
-    similarity: str,
-    offset: int,
-    limit: int,
-    now: datetime | None,
-) -> list[dict[str, Any]]:
-    """The Atlas pipeline of one semantic search page: item ids and scores, not items.
-
-    ``$vectorSearch`` (pre-filtered) -> the score -> join the items once, keeping only
-    what the next stages read (``vectors``, ``expires_at``, the post-filter's fields)
-    -> ``$facet``: ``hits``, the raw vector hits (fewer than ``k`` means the search saw
-    every candidate, so asking for more cannot fill a short page); ``scored``, how many
-    items matched; and ``page``: drop vectors whose text hash the item no longer
-    lists (a failed or stale write) or whose item is gone, apply the remaining
-    filters, keep the best vector per item, then sort, skip and limit, as
-    ``{_id: item id, score}``. Each ``$facet`` output is capped at 100 MB and the
-    result document at 16 MiB (``$facet`` manual page), so whole items never go
-    through it: the page is unwound after it, one row per page entry, and each row
-    joins its item (``page_rows`` reads them back). One round trip, whatever the
-    items weigh: no row holds more than one item.
-    """
-    stage = vector_search_stage(index_name, query_vector, num_candidates, k, pre_filter)
-    return [
-        {"$vectorSearch": stage},
-        *scored_page_stages(
-            score={"$meta": "vectorSearchScore"},
-            final_score=atlas_score_to_similarity(similarity),
-            post_filter=post_filter,
-            items_collection=items_collection,
-            offset=offset,
-            limit=limit,
-            now=now,
-        ),
-    ]
+    return {"$vectorSearch": stage}
 
 
 def scored_page_stages(
-    *,
-    score: Any,
-    final_score: Any,
+    similarity: str | None,
     post_filter: Mapping[str, Any],
     items_collection: str,
     offset: int,
     limit: int,
     now: datetime | None,
 ) -> list[dict[str, Any]]:
-    """Everything after the search stage(s) of an Atlas semantic page, for every mode.
+    """Everything after the search stage(s) of an Atlas page (every mode): ids and scores.
 
-    ``score`` reads the stage's score (``{"$meta": ...}``); ``final_score`` is what the
-    page reports (converted back to a similarity, or as it is). Joins the items keeping
-    only what the next stages read, then ``$facet``: ``hits`` (raw vector hits),
-    ``scored`` (items that matched) and ``page`` (valid vectors only, post-filter, best
-    per item, sorted, skipped, limited) as ``{_id: item id, score}``: never whole items,
-    which could overflow the ``$facet`` caps (100 MB per output, 16 MiB per document).
-    Then the page is unwound, one row per entry (an empty page keeps one row, for the
-    counts), and each row joins its item's stored fields: ``page_rows`` reads them.
+    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine /
+    dotProduct ``(1 + s) / 2`` -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None)
+    the fused or reranked ``score`` as it is. ``$facet``: ``hits``, the raw hits (fewer than
+    ``k``: every candidate was seen); ``scored``, the items that matched; ``page``, the best
+    valid vector per item (its hash still listed, the item passing the filters) as ``{_id,
+    score}``. Never whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per
+    document): the page is unwound after, one row per entry, each joining its item.
     """
+    if similarity is None:
+        score: dict[str, Any] = {"$meta": "score"}
+        final: Any = 1
+    else:
+        score = {"$meta": "vectorSearchScore"}
+        final = {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
+        if similarity == "euclidean":
+            final = {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
     item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
     vf = value_filter(post_filter, base="item.value")
@@ -259,7 +200,7 @@ def scored_page_stages(
         {"$sort": {"score": -1, "_id": 1}},
         {"$skip": offset},
         {"$limit": limit},
-        {"$project": {"_id": 1, "score": final_score}},
+        {"$project": {"_id": 1, "score": final}},
     ]
     kept: dict[str, Any] = {"_id": 0, "item_id": 1, "text_hash": 1, "score": 1, "item.vectors": 1}
     if now is not None:
@@ -281,11 +222,8 @@ _ITEM_FIELDS = {f"item.{name}": 1 for name, keep in {**ITEM_PROJECTION, "_id": 1
 
 
 def page_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The answer of a ``scored_page_stages`` pipeline: the ``$facet`` (``hits``, ``scored``,
-    ``page`` of ``{_id, score}``) and the page's items by id (an item deleted meanwhile is absent).
-
-    No rows (the server returned nothing at all) reads as an empty facet.
-    """
+    """The answer of ``scored_page_stages``: the ``$facet`` and the page's items by id (an
+    item deleted meanwhile is absent). No rows at all reads as an empty facet."""
     if not rows:
         return {"hits": [], "scored": [], "page": []}, {}
     page = [r["page"] for r in rows if r.get("page")]
@@ -313,10 +251,8 @@ def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:
 def vector_candidates_filter(
     namespace_prefix: tuple[str, ...], now: datetime | None, sharded: bool = False
 ) -> dict[str, Any]:
-    """The local path's vector documents: those under the prefix (multikey index on ns_prefixes).
-
-    ``sharded``: the prefix's ``item_id`` range too, for mongos to target (``queries.sharding``).
-    """
+    """The local path's vector documents under the prefix (multikey index on ns_prefixes);
+    ``sharded``: the prefix's ``item_id`` range too, for mongos to target."""
     parts: list[dict[str, Any]] = []
     if namespace_prefix and sharded:
         parts.append(shard_range_filter(namespace_prefix, "vectors"))
@@ -329,9 +265,6 @@ def vector_candidates_filter(
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
-# --------------------------------------------------------------------------- items no vector scores
-
-
 def unscored_pipeline(
     namespace_prefix: tuple[str, ...],
     filter: Mapping[str, Any] | None,
@@ -341,12 +274,9 @@ def unscored_pipeline(
     limit: int,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Items under the prefix that pass the filter and have no valid vector, newest first.
-
-    "No valid vector" is what the Atlas page cannot score: no ``vectors`` listed, or
-    none of the listed text hashes has a vector document (a failed vector write, or a
-    delete or sweep that raced a re-put of the same text).
-    """
+    """Items under the prefix that pass the filter and have no valid vector, newest first:
+    none listed, or none of the listed hashes has a vector document (a failed vector write,
+    or a delete or sweep that raced a re-put of the same text)."""
     pipeline: list[dict[str, Any]] = []
     base = search_filter(namespace_prefix, filter, cutoff, sharded)
     if base:
@@ -363,10 +293,8 @@ def unscored_pipeline(
 
 
 def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
-    """Count the items that list text hashes some of which have no vector document.
-
-    Such items are repairable: their next put re-embeds the missing texts.
-    """
+    """Count the items listing hashes some of which have no vector document (repairable:
+    their next put re-embeds the missing texts)."""
     return [
         {"$match": {"vectors": {"$exists": True}}},
         _vectors_lookup(vectors_collection),
