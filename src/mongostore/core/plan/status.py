@@ -11,6 +11,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
 from mongostore.core.plan.context import Plan
+from mongostore.core.plan.setup import shard_verdicts
 from mongostore.core.queries import missing_vectors_pipeline
 from mongostore.core.steps import (
     Aggregate,
@@ -20,7 +21,6 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
-    ShardKeys,
     Step,
     Write,
     WriteOutcome,
@@ -51,18 +51,13 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
     cluster: dict[str, Any] | None = None
     if caps.sharded:
         try:
-            keys = yield ShardKeys()
+            verdicts = yield from shard_verdicts(with_vectors=index is not None)
         except OperationFailure as exc:  # no privilege to read config.collections
             cluster = {"mongos": True, "shard_keys": {}, "detail": f"could not read config.collections: {exc}"}
         else:
-            cluster = {
-                "mongos": True,
-                "shard_keys": {
-                    role: dict(zip(("key", "verdict", "advice"), (key, *q.shard_key_verdict(role, key)), strict=True))
-                    for role, key in keys.items()
-                    if role == "items" or index is not None
-                },
-            }
+            fields = ("key", "verdict", "advice")
+            keys = {role: dict(zip(fields, verdict, strict=True)) for role, verdict in verdicts.items()}
+            cluster = {"mongos": True, "shard_keys": keys}
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
