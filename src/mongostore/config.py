@@ -1,17 +1,14 @@
-"""User configuration, normalised once into frozen settings.
+"""User configuration, validated once into frozen settings (no I/O; the caller's dicts are not mutated).
 
-``index=`` takes LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) plus
-our extensions (see ``MongoIndexConfig``); ``ttl=`` takes LangGraph's ``TTLConfig``.
-Every duration is in **minutes**, as in LangGraph. The caller's dicts are never
-mutated; the stores keep only the frozen ``IndexSettings`` / ``TTLSettings``.
-Nothing here does I/O.
+``index=`` takes LangGraph's ``IndexConfig`` plus our extensions (``MongoIndexConfig``),
+``ttl=`` LangGraph's ``TTLConfig``; every duration is in minutes, as in LangGraph.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,12 +93,8 @@ class _IndexOptions(BaseModel):
     @field_validator("filter_fields")
     @classmethod
     def _plain_field_names(cls, names: list[str]) -> list[str]:
-        for name in names:
-            # A value field, or a nested one as a dotted path ("metadata.available", as in
-            # langgraph-store-mongodb): a search filter reaches it with a nested dict,
-            # {"metadata": {"available": True}}.
-            parts = name.split(".")
-            if not name or "\x00" in name or any(not p or p.startswith("$") for p in parts):
+        for name in names:  # a value field, or a nested one as a dotted path (as langgraph-store-mongodb)
+            if not name or "\x00" in name or any(not p or p.startswith("$") for p in name.split(".")):
                 raise ValueError(
                     f"filter field {name!r} must be a value field name or a dotted path of them, "
                     "like 'metadata.available'"
@@ -142,8 +135,7 @@ class IndexSettings:
 
 
 @functools.lru_cache(maxsize=256)
-def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    # Callers only read the tokens; one list per field tuple, parsed once.
+def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:  # callers only read it
     return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in fields]
 
 
@@ -199,8 +191,19 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         raise ConfigurationError(_message(exc, "index")) from None
     if opts.embed is None:
         raise ConfigurationError("index['embed'] must be provided (Embeddings, a function or a provider string)")
-    modes = _modes(opts)
-    auto = modes[0]
+
+    def checked(key: str, build: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return build(*args)
+        except ValueError as exc:
+            raise ConfigurationError(f"index[{key!r}]: {exc}") from None
+
+    model = _auto_model(opts.embed)
+    auto: AutoEmbedSettings | None = None
+    if model is not None:
+        auto = checked("embed", auto_embed_settings, model, opts.dims)
+    rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
+    hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
     embeddings: Embeddings
     dims = opts.dims
     local = _local_embedder(opts.embed, dims)
@@ -233,8 +236,8 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         candidate_factor=opts.candidate_factor,
         setup_timeout=opts.setup_timeout,
         auto_embed=auto,
-        rerank=modes[1],
-        hybrid=modes[2],
+        rerank=rerank,
+        hybrid=hybrid,
     )
 
 
@@ -242,11 +245,7 @@ ATLAS_EMBED_PREFIX = "atlas:"
 
 
 class AtlasEmbeddings(Embeddings):
-    """The embedder of automated embedding: Atlas embeds, so calling this is a bug.
-
-    Kept so that code written for ``IndexSettings.embeddings`` fails loudly, naming the
-    feature, instead of embedding anything on the client.
-    """
+    """``IndexSettings.embeddings`` under automated embedding: Atlas embeds, so a call fails loudly."""
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -288,24 +287,6 @@ def _auto_model(embed: Any) -> str | None:
     return None
 
 
-def _modes(opts: _IndexOptions) -> tuple[AutoEmbedSettings | None, RerankSettings | None, HybridSettings | None]:
-    """Automated embedding, reranking and hybrid settings, each checked with its own message."""
-    try:
-        model = _auto_model(opts.embed)
-        auto = auto_embed_settings(model, opts.dims) if model is not None else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['embed']: {exc}") from None
-    try:
-        rerank = rerank_settings(opts.rerank) if opts.rerank is not None else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['rerank']: {exc}") from None
-    try:
-        hybrid = hybrid_settings(opts.hybrid) if opts.hybrid not in (None, False) else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['hybrid']: {exc}") from None
-    return auto, rerank, hybrid
-
-
 # 1,000 years: every expiry stays a date Python and BSON hold (the same bound as a put's ttl).
 MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
@@ -338,9 +319,4 @@ def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | Non
         opts = _TTLOptions.model_validate(dict(ttl))
     except ValidationError as exc:
         raise ConfigurationError(_message(exc, "ttl")) from None
-    return TTLSettings(
-        default_ttl=opts.default_ttl,
-        refresh_on_read=opts.refresh_on_read,
-        omit_expired=opts.omit_expired,
-        sweep_interval_minutes=opts.sweep_interval_minutes,
-    )
+    return TTLSettings(**opts.model_dump())
