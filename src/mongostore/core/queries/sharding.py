@@ -23,10 +23,6 @@ if TYPE_CHECKING:  # runtime imports would be circular: namespaces and writes us
 # The field each collection's writes and prefix reads carry for mongos: its shard key, ranged
 # (recommended) or hashed (supported).
 KEY_FIELD: dict[Role, str] = {"items": "_id", "vectors": "item_id"}
-RECOMMENDED_KEYS: dict[Role, dict[str, Any]] = {role: {field: 1} for role, field in KEY_FIELD.items()}
-SUPPORTED_KEYS: dict[Role, tuple[dict[str, Any], ...]] = {
-    role: ({field: 1}, {field: "hashed"}) for role, field in KEY_FIELD.items()
-}
 
 
 def prefix_range(namespace_prefix: tuple[str, ...]) -> dict[str, Any] | None:
@@ -97,7 +93,7 @@ def held_vectors_filter(vector_ids: Sequence[str], item_ids: Sequence[str], shar
 def shard_key_verdict(role: Role, key: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(verdict, advice)`` for a collection's shard key: ``unsharded``, ``recommended``,
     ``supported`` (works; costs said in the advice) or ``unsupported`` (the store refuses it)."""
-    recommended = RECOMMENDED_KEYS[role]
+    recommended = {KEY_FIELD[role]: 1}
     if key is None:
         return "unsharded", f"unsharded (on the database's primary shard); to shard it use key {recommended}"
     norm = {str(k): (v if isinstance(v, str) else int(v)) for k, v in key.items()}
@@ -105,7 +101,7 @@ def shard_key_verdict(role: Role, key: Mapping[str, Any] | None) -> tuple[str, s
         return "recommended", (
             "ranged key: single-item operations reach one shard, a namespace prefix only the shards that hold it"
         )
-    if norm in SUPPORTED_KEYS[role]:
+    if norm == {KEY_FIELD[role]: "hashed"}:
         return "supported", (
             f"hashed key: single-item operations reach one shard, but every namespace-prefix read reaches every "
             f"shard; {recommended} keeps a tenant together (docs/scaling.md)"
