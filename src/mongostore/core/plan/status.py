@@ -12,7 +12,6 @@ from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
 from mongostore.core.plan.context import Plan
 from mongostore.core.plan.setup import shard_verdicts
-from mongostore.core.queries import missing_vectors_pipeline
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -40,7 +39,7 @@ def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
     return outcome.deleted
 
 
-def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Plan:
+def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
@@ -48,7 +47,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
     mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
-    cluster: dict[str, Any] | None = None
+    cluster: dict[str, Any] | None = None  # None off mongos
     if caps.sharded:
         try:
             verdicts = yield from shard_verdicts(with_vectors=index is not None)
@@ -60,13 +59,10 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
             cluster = {"mongos": True, "shard_keys": keys}
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
-        steps += [Count("vectors", {}), ListIndexes("vectors")]
-        if vectors_collection:
-            steps.append(Aggregate("items", missing_vectors_pipeline(vectors_collection)))
-    answers = yield Parallel(tuple(steps))
-    missing: int | None = None
-    if index is not None and vectors_collection:
-        missing = int(answers[4][0]["n"]) if answers[4] else 0
+        unlisted = Aggregate("items", q.missing_vectors_pipeline(vectors_collection))
+        steps += [Count("vectors", {}), ListIndexes("vectors"), unlisted]
+    items, item_indexes, *more = yield Parallel(tuple(steps))
+    vectors, vector_indexes, missing = more or (None, None, ())
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -77,14 +73,14 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
         "vector_search_available": caps.vector_search,
         "search_path": "none (no index configured)" if index is None else ("atlas" if caps.vector_search else "local"),
         "client_bulk_write": caps.client_bulk_write,
-        "items": answers[0],
-        "item_indexes": answers[1],
-        "vectors": answers[2] if index is not None else None,
-        "vector_indexes": answers[3] if index is not None else None,
+        "items": items,
+        "item_indexes": item_indexes,
+        "vectors": vectors,
+        "vector_indexes": vector_indexes,
         "vector_search_index": search_index,
-        "items_missing_vectors": missing,
+        "items_missing_vectors": int(sum(d["n"] for d in missing)) if index is not None else None,
         "detail": caps.detail,
-        "cluster": cluster,  # None off mongos; else the shard keys and whether they are the recommended ones
+        "cluster": cluster,
     }
 
 
