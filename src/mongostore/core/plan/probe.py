@@ -125,13 +125,7 @@ def search_probe_plan(
         if why is None:
             raise
         return replace(server, vector_search=False, search_commands=False, detail=why)
-    version = server.version
-    if (
-        not found
-        and not server.emulated
-        and mode == "auto"
-        and (version is None or version < TRUSTED_EMPTY_LIST_VERSION)
-    ):
+    if not found and not server.emulated and mode == "auto" and (server.version or (0, 0)) < TRUSTED_EMPTY_LIST_VERSION:
         return replace(
             server,
             vector_search=False,
@@ -160,18 +154,17 @@ def search_probe_plan(
             created = created if created.tzinfo else created.replace(tzinfo=timezone.utc)
             age = f" for {max(0.0, (datetime.now(timezone.utc) - created).total_seconds()):.0f}s"
         why = f"vector search index {index_name!r} is {status}{age} and cannot serve queries yet"
-    if mode == "atlas":
-        if not queryable:
+    if not queryable:
+        if mode == "atlas":
             raise VectorIndexError(f"{why}; vector_search='atlas' does not fall back to local ranking")
-        return replace(server, vector_search=True, search_commands=True, index_status=status, detail=forced)
-    caps = replace(
+        why += ": ranking locally until it can"
+        if previous is None or previous.index_status != status:
+            logger.warning("%s", why)
+    return replace(
         server,
         vector_search=queryable,
         search_commands=True,
         index_status=status,
         recheck=not queryable,
-        detail=why if queryable else why + ": ranking locally until it can",
+        detail=forced if mode == "atlas" else why,
     )
-    if not queryable and (previous is None or previous.index_status != status):
-        logger.warning("%s", caps.detail)
-    return caps
