@@ -44,25 +44,19 @@ DEFAULT_INDEX_NAME = "mongostore_vectors"
 
 
 class MongoIndexConfig(IndexConfig, total=False):
-    """LangGraph's ``IndexConfig`` plus mongostore's extensions.
+    """LangGraph's ``IndexConfig`` plus mongostore's extensions (the README's "Semantic search").
 
-    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``; scores are
-        reported as cosine similarity, dot product, or minus the Euclidean distance.
-    filter_fields: ``value`` fields (nested ones as dotted paths, ``"metadata.available"``)
-        declared as ``filter`` fields in the Atlas vector index, so equality/range filters on
-        them (``{"metadata": {"available": True}}`` for a nested one) run inside ``$vectorSearch``.
-    index_name: the Atlas vector search index name (default ``mongostore_vectors``).
-    vector_search: ``auto`` (ask the server once), ``atlas`` or ``local`` (exact numpy ranking).
+    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``.
+    filter_fields: ``value`` fields (nested ones dotted, ``"metadata.available"``) that filters
+        on run inside ``$vectorSearch`` (``filter`` fields of the vector index).
+    index_name: the vector search index (default ``mongostore_vectors``).
+    vector_search: ``auto`` (ask the server), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
-    rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` of the first
-        ``candidates`` vector hits (Atlas, MongoDB 8.3+).
-    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` of
-        the vector ranking and a ``$search`` ranking of the same texts (MongoDB 8.0+; an
-        exact local fusion elsewhere).
-
-    ``embed="atlas:<voyage model>"`` asks Atlas to embed (automated embedding): the store
-    then holds no embedding model, ``dims`` is optional (256, 512, 1024 or 2048).
+    rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` (MongoDB 8.3+).
+    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` with a
+        ``$search`` ranking (MongoDB 8.0+; fused locally elsewhere).
+    ``embed="atlas:<voyage model>"``: Atlas embeds (automated embedding); ``dims`` is optional.
     """
 
     similarity: Similarity
@@ -205,17 +199,15 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
     hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
     embeddings: Embeddings
-    dims = opts.dims
-    local = _local_embedder(opts.embed, dims)
     if auto is not None:
-        embeddings = AtlasEmbeddings(auto.model)
-    elif local is not None:
+        embeddings, dims = AtlasEmbeddings(auto.model), auto.dims
+    elif (local := _local_embedder(opts.embed, opts.dims)) is not None:
         embeddings, dims = local
+    elif opts.dims is None:
+        raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
     else:
-        if dims is None:
-            raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
         try:
-            embeddings = ensure_embeddings(opts.embed)
+            embeddings, dims = ensure_embeddings(opts.embed), opts.dims
         except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
             raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
     fields = tuple(opts.fields) if opts.fields else ("$",)
@@ -226,7 +218,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
     return IndexSettings(
-        dims=auto.dims if auto is not None else int(dims or 0),
+        dims=dims,
         embeddings=embeddings,
         fields=fields,
         similarity=opts.similarity,
@@ -249,17 +241,13 @@ class AtlasEmbeddings(Embeddings):
 
     def __init__(self, model: str) -> None:
         self.model = model
-
-    def _refuse(self) -> Any:
-        raise RuntimeError(
-            f"automated embedding (embed='atlas:{self.model}'): Atlas embeds the texts; nothing is embedded here"
-        )
+        self.refusal = f"automated embedding (embed='atlas:{model}'): Atlas embeds the texts; nothing is embedded here"
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._refuse()  # type: ignore[no-any-return]
+        raise RuntimeError(self.refusal)
 
     def embed_query(self, text: str) -> list[float]:
-        return self._refuse()  # type: ignore[no-any-return]
+        raise RuntimeError(self.refusal)
 
 
 LOCAL_EMBEDDERS = ("minilm", "hashing")
