@@ -10,7 +10,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, TTLConfig, ensure_embeddings, tokenize_path
@@ -41,6 +41,7 @@ __all__ = [
 Similarity = Literal["cosine", "dotProduct", "euclidean"]
 VectorSearchMode = Literal["auto", "atlas", "local"]
 DEFAULT_INDEX_NAME = "mongostore_vectors"
+_Options = TypeVar("_Options", bound=BaseModel)
 
 
 class MongoIndexConfig(IndexConfig, total=False):
@@ -143,12 +144,15 @@ class TTLSettings:
     sweep_interval_minutes: float | None = None
 
 
-def _message(exc: ValidationError, what: str) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or what
-        parts.append(f"{what}[{loc!r}]: {err['msg']}")
-    return "; ".join(parts)
+def _validated(model: type[_Options], given: object, what: str, kind: str) -> _Options:
+    """``given`` checked by ``model``; the ``ConfigurationError`` names each bad key as ``what['key']``."""
+    if not isinstance(given, Mapping):
+        raise ConfigurationError(f"{what}= must be a dict ({kind}), got {type(given).__name__}")
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        locs = [(".".join(str(p) for p in err["loc"]) or what, err["msg"]) for err in exc.errors()]
+        raise ConfigurationError("; ".join(f"{what}[{loc!r}]: {msg}" for loc, msg in locs)) from None
 
 
 # PostgresStore's names for its vector settings (``PostgresIndexConfig``), and ours.
@@ -176,13 +180,9 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     """Validate ``index=`` and return frozen settings (``None`` means no semantic search)."""
     if index is None:
         return None
-    if not isinstance(index, Mapping):
-        raise ConfigurationError(f"index= must be a dict (IndexConfig), got {type(index).__name__}")
-    _check_postgres_keys(index)
-    try:
-        opts = _IndexOptions.model_validate(dict(index))
-    except ValidationError as exc:
-        raise ConfigurationError(_message(exc, "index")) from None
+    if isinstance(index, Mapping):
+        _check_postgres_keys(index)
+    opts = _validated(_IndexOptions, index, "index", "IndexConfig")
     if opts.embed is None:
         raise ConfigurationError("index['embed'] must be provided (Embeddings, a function or a provider string)")
 
@@ -301,10 +301,4 @@ def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | Non
     """Validate ``ttl=`` (minutes) and return frozen settings (``None`` when not given)."""
     if ttl is None:
         return None
-    if not isinstance(ttl, Mapping):
-        raise ConfigurationError(f"ttl= must be a dict (TTLConfig), got {type(ttl).__name__}")
-    try:
-        opts = _TTLOptions.model_validate(dict(ttl))
-    except ValidationError as exc:
-        raise ConfigurationError(_message(exc, "ttl")) from None
-    return TTLSettings(**opts.model_dump())
+    return TTLSettings(**_validated(_TTLOptions, ttl, "ttl", "TTLConfig").model_dump())
