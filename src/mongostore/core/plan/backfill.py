@@ -1,12 +1,8 @@
-"""Bring vector documents written under an older index config up to date, at ``setup()`` (issue 28).
-
-A vector document copies two things from its item when it is put: ``text``, read by ``$search``,
-``$rerank`` (a candidate without it fails the query) and automated embedding; and
-``value.<field>``, the filter fields the ``$vectorSearch`` pre-filter reads. Documents written
-before a mode or a filter field was turned on lack them: these plans rebuild them from the items,
-by chunks of items. A text is kept only when its hash is the vector's, so a stale vector never
-gets a text it was not embedded from. (Not ``$lookup`` + ``$merge``: mongomock has no ``$merge``,
-and no aggregation expression does LangGraph's path extraction for ``$`` or ``{a,b}`` paths.)
+"""At ``setup()``, rebuild from the items what vector documents written under an older index config lack
+(issue 28): ``text`` (read by ``$search``, ``$rerank`` and automated embedding; a ``$rerank``
+candidate without it fails the query) and ``value.<field>`` (the filter fields ``$vectorSearch``
+pre-filters on). Not ``$lookup`` + ``$merge``: mongomock has no ``$merge``, and no aggregation
+expression does LangGraph's path extraction for ``$`` or ``{a,b}`` paths.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ from mongostore.core.steps import Find, Write, WriteOutcome
 logger = logging.getLogger("mongostore")
 
 ITEMS_PER_READ = 1000
-
-__all__ = ["added_filter_fields", "backfill_filter_fields", "backfill_texts", "text_of"]
 
 
 def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
@@ -93,11 +87,9 @@ def _per_item(
 
 
 def backfill_texts(index: IndexSettings) -> Plan:
-    """Give vector documents without ``text`` their text, when a mode reads it (``stores_text``).
-
-    Returns how many were updated. Each update is conditional on the document still having no
-    text and the same hash, so a put racing it wins.
-    """
+    """Give vector documents without ``text`` the text their hash was made from, when a mode reads it
+    (``stores_text``); returns how many were updated. Each update is conditional on the document still
+    having no text and the same hash, so a put racing it wins."""
     if not index.stores_text:
         return 0
     fields = {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1}
@@ -130,11 +122,8 @@ def backfill_texts(index: IndexSettings) -> Plan:
 
 
 def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
-    """Copy newly declared filter fields onto the vector documents written before (from their items).
-
-    Rewrites ``value`` (the copies of every declared filter field) wherever it differs from
-    what a put would write now. Returns how many documents were updated.
-    """
+    """Once filter fields were ``added``, rewrite every vector document's ``value`` (its copies of the
+    declared filter fields) that differs from what a put would write now; returns how many were."""
     if not added:
         return 0
     vectors = yield Find("vectors", {}, {"_id": 1, "item_id": 1, "value": 1}, batch_size=LARGE_BATCH)

@@ -29,11 +29,9 @@ from mongostore.errors import WriteError
 
 def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
     """Delete expired items (and their vectors): for servers or emulated engines with no TTL monitor."""
-    reqs = []
-    if with_vectors:
-        reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
-    reqs.append(q.WriteRequest("items", "delete_many", {"expires_at": {"$lte": now}}))
-    outcome: WriteOutcome = yield Write(tuple(reqs))
+    roles: tuple[q.Role, ...] = ("vectors", "items") if with_vectors else ("items",)
+    expired = {"expires_at": {"$lte": now}}
+    outcome: WriteOutcome = yield Write(tuple(q.WriteRequest(role, "delete_many", expired) for role in roles))
     if outcome.errors:
         raise WriteError([((), "", f"the TTL sweep's delete failed: {msg}") for _, msg in outcome.errors])
     return outcome.deleted
