@@ -134,12 +134,9 @@ def cluster_checks(with_vectors: bool) -> Plan:
 
 
 def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
-    """``shard_collections()``: shard the store's unsharded collections on the recommended keys
-    (``{_id: 1}``, ``{item_id: 1}``) or hashed ones; returns ``{role: key}`` of those it sharded.
-
-    Behind mongos only; sharded collections are left as they are. Run ``setup()`` first: the
-    ranged vectors key needs the ``item_id`` index it creates.
-    """
+    """``shard_collections()``, behind mongos: shard the unsharded collections on the recommended keys
+    (or hashed ones); returns ``{role: key}`` of those it sharded. Run ``setup()`` first: the ranged
+    vectors key needs the ``item_id`` index it creates."""
     server: Capabilities = yield ServerInfo()
     if not server.sharded:
         raise ConfigurationError(
@@ -204,10 +201,8 @@ def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) ->
 def _create_or_update(
     index: IndexSettings, latest: dict[str, Any] | None, wanted: dict[str, Any], server: Capabilities
 ) -> Plan:
-    """Create the vector index (``latest`` None), or update it when its definition changed.
-
-    Returns False when the server turned out to have no search (searches rank locally).
-    """
+    """Create the vector index (``latest`` None), or update it when its definition changed;
+    False when the server turned out to have no search (searches rank locally)."""
     if latest is not None and _definition_key(latest) == _definition_key(wanted):
         return True
     refused = modes.auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
@@ -245,12 +240,9 @@ def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
 
 
 def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan:
-    """Poll a search index until it is ``READY`` on the wanted definition (``matches``), for at
-    most ``timeout`` seconds, with progress in the log.
-
-    FAILED is checked first; during a rebuild mongot reports ``queryable: true`` and the
-    new ``latestDefinition`` while the old one still serves, so only ``READY`` counts.
-    """
+    """Poll a search index until it is ``READY`` on the wanted definition (``matches``), for at most
+    ``timeout`` seconds: during a rebuild mongot reports ``queryable: true`` and the new
+    ``latestDefinition`` while the old one still serves, so only ``READY`` counts."""
     start = time.monotonic()
     delay = 0.2
     while True:
