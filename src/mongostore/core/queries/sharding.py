@@ -9,6 +9,7 @@ regex would do so only where mongod's regex-prefix analysis gives bounds. Unused
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -54,15 +55,8 @@ def literal_prefix(conditions: Sequence[MatchCondition] | None) -> tuple[str, ..
     namespace ``list_namespaces`` returns starts with it, so its range bounds the listing's reads."""
     best: tuple[str, ...] = ()
     for cond in conditions or ():
-        if cond.match_type != "prefix":
-            continue
-        labels: list[str] = []
-        for label in cond.path:
-            if label == "*":
-                break
-            labels.append(label)
-        if len(labels) > len(best):
-            best = tuple(labels)
+        if cond.match_type == "prefix":
+            best = max(best, tuple(itertools.takewhile(lambda label: label != "*", cond.path)), key=len)
     return best
 
 
