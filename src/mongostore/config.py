@@ -1,19 +1,16 @@
-"""User configuration, normalised once into frozen settings.
+"""User configuration, validated once into frozen settings (no I/O; the caller's dicts are not mutated).
 
-``index=`` takes LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) plus
-our extensions (see ``MongoIndexConfig``); ``ttl=`` takes LangGraph's ``TTLConfig``.
-Every duration is in **minutes**, as in LangGraph. The caller's dicts are never
-mutated; the stores keep only the frozen ``IndexSettings`` / ``TTLSettings``.
-Nothing here does I/O.
+``index=`` takes LangGraph's ``IndexConfig`` plus our extensions (``MongoIndexConfig``),
+``ttl=`` LangGraph's ``TTLConfig``; every duration is in minutes, as in LangGraph.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, TTLConfig, ensure_embeddings, tokenize_path
@@ -44,28 +41,23 @@ __all__ = [
 Similarity = Literal["cosine", "dotProduct", "euclidean"]
 VectorSearchMode = Literal["auto", "atlas", "local"]
 DEFAULT_INDEX_NAME = "mongostore_vectors"
+_Options = TypeVar("_Options", bound=BaseModel)
 
 
 class MongoIndexConfig(IndexConfig, total=False):
-    """LangGraph's ``IndexConfig`` plus mongostore's extensions.
+    """LangGraph's ``IndexConfig`` plus mongostore's extensions (the README's "Semantic search").
 
-    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``; scores are
-        reported as cosine similarity, dot product, or minus the Euclidean distance.
-    filter_fields: ``value`` fields (nested ones as dotted paths, ``"metadata.available"``)
-        declared as ``filter`` fields in the Atlas vector index, so equality/range filters on
-        them (``{"metadata": {"available": True}}`` for a nested one) run inside ``$vectorSearch``.
-    index_name: the Atlas vector search index name (default ``mongostore_vectors``).
-    vector_search: ``auto`` (ask the server once), ``atlas`` or ``local`` (exact numpy ranking).
+    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``.
+    filter_fields: ``value`` fields (nested ones dotted, ``"metadata.available"``) that filters
+        on run inside ``$vectorSearch`` (``filter`` fields of the vector index).
+    index_name: the vector search index (default ``mongostore_vectors``).
+    vector_search: ``auto`` (ask the server), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
-    rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` of the first
-        ``candidates`` vector hits (Atlas, MongoDB 8.3+).
-    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` of
-        the vector ranking and a ``$search`` ranking of the same texts (MongoDB 8.0+; an
-        exact local fusion elsewhere).
-
-    ``embed="atlas:<voyage model>"`` asks Atlas to embed (automated embedding): the store
-    then holds no embedding model, ``dims`` is optional (256, 512, 1024 or 2048).
+    rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` (MongoDB 8.3+).
+    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` with a
+        ``$search`` ranking (MongoDB 8.0+; fused locally elsewhere).
+    ``embed="atlas:<voyage model>"``: Atlas embeds (automated embedding); ``dims`` is optional.
     """
 
     similarity: Similarity
@@ -96,12 +88,8 @@ class _IndexOptions(BaseModel):
     @field_validator("filter_fields")
     @classmethod
     def _plain_field_names(cls, names: list[str]) -> list[str]:
-        for name in names:
-            # A value field, or a nested one as a dotted path ("metadata.available", as in
-            # langgraph-store-mongodb): a search filter reaches it with a nested dict,
-            # {"metadata": {"available": True}}.
-            parts = name.split(".")
-            if not name or "\x00" in name or any(not p or p.startswith("$") for p in parts):
+        for name in names:  # a value field, or a nested one as a dotted path (as langgraph-store-mongodb)
+            if not name or "\x00" in name or any(not p or p.startswith("$") for p in name.split(".")):
                 raise ValueError(
                     f"filter field {name!r} must be a value field name or a dotted path of them, "
                     "like 'metadata.available'"
@@ -142,8 +130,7 @@ class IndexSettings:
 
 
 @functools.lru_cache(maxsize=256)
-def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    # Callers only read the tokens; one list per field tuple, parsed once.
+def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:  # callers only read it
     return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in fields]
 
 
@@ -157,12 +144,15 @@ class TTLSettings:
     sweep_interval_minutes: float | None = None
 
 
-def _message(exc: ValidationError, what: str) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or what
-        parts.append(f"{what}[{loc!r}]: {err['msg']}")
-    return "; ".join(parts)
+def _validated(model: type[_Options], given: object, what: str, kind: str) -> _Options:
+    """``given`` checked by ``model``; the ``ConfigurationError`` names each bad key as ``what['key']``."""
+    if not isinstance(given, Mapping):
+        raise ConfigurationError(f"{what}= must be a dict ({kind}), got {type(given).__name__}")
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        locs = [(".".join(str(p) for p in err["loc"]) or what, err["msg"]) for err in exc.errors()]
+        raise ConfigurationError("; ".join(f"{what}[{loc!r}]: {msg}" for loc, msg in locs)) from None
 
 
 # PostgresStore's names for its vector settings (``PostgresIndexConfig``), and ours.
@@ -190,29 +180,34 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     """Validate ``index=`` and return frozen settings (``None`` means no semantic search)."""
     if index is None:
         return None
-    if not isinstance(index, Mapping):
-        raise ConfigurationError(f"index= must be a dict (IndexConfig), got {type(index).__name__}")
-    _check_postgres_keys(index)
-    try:
-        opts = _IndexOptions.model_validate(dict(index))
-    except ValidationError as exc:
-        raise ConfigurationError(_message(exc, "index")) from None
+    if isinstance(index, Mapping):
+        _check_postgres_keys(index)
+    opts = _validated(_IndexOptions, index, "index", "IndexConfig")
     if opts.embed is None:
         raise ConfigurationError("index['embed'] must be provided (Embeddings, a function or a provider string)")
-    modes = _modes(opts)
-    auto = modes[0]
-    embeddings: Embeddings
-    dims = opts.dims
-    local = _local_embedder(opts.embed, dims)
-    if auto is not None:
-        embeddings = AtlasEmbeddings(auto.model)
-    elif local is not None:
-        embeddings, dims = local
-    else:
-        if dims is None:
-            raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
+
+    def checked(key: str, build: Callable[..., Any], *args: Any) -> Any:
         try:
-            embeddings = ensure_embeddings(opts.embed)
+            return build(*args)
+        except ValueError as exc:
+            raise ConfigurationError(f"index[{key!r}]: {exc}") from None
+
+    model = _auto_model(opts.embed)
+    auto: AutoEmbedSettings | None = None
+    if model is not None:
+        auto = checked("embed", auto_embed_settings, model, opts.dims)
+    rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
+    hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
+    embeddings: Embeddings
+    if auto is not None:
+        embeddings, dims = AtlasEmbeddings(auto.model), auto.dims
+    elif (local := _local_embedder(opts.embed, opts.dims)) is not None:
+        embeddings, dims = local
+    elif opts.dims is None:
+        raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
+    else:
+        try:
+            embeddings, dims = ensure_embeddings(opts.embed), opts.dims
         except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
             raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
     fields = tuple(opts.fields) if opts.fields else ("$",)
@@ -223,7 +218,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
     return IndexSettings(
-        dims=auto.dims if auto is not None else int(dims or 0),
+        dims=dims,
         embeddings=embeddings,
         fields=fields,
         similarity=opts.similarity,
@@ -233,8 +228,8 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         candidate_factor=opts.candidate_factor,
         setup_timeout=opts.setup_timeout,
         auto_embed=auto,
-        rerank=modes[1],
-        hybrid=modes[2],
+        rerank=rerank,
+        hybrid=hybrid,
     )
 
 
@@ -242,25 +237,17 @@ ATLAS_EMBED_PREFIX = "atlas:"
 
 
 class AtlasEmbeddings(Embeddings):
-    """The embedder of automated embedding: Atlas embeds, so calling this is a bug.
-
-    Kept so that code written for ``IndexSettings.embeddings`` fails loudly, naming the
-    feature, instead of embedding anything on the client.
-    """
+    """``IndexSettings.embeddings`` under automated embedding: Atlas embeds, so a call fails loudly."""
 
     def __init__(self, model: str) -> None:
         self.model = model
-
-    def _refuse(self) -> Any:
-        raise RuntimeError(
-            f"automated embedding (embed='atlas:{self.model}'): Atlas embeds the texts; nothing is embedded here"
-        )
+        self.refusal = f"automated embedding (embed='atlas:{model}'): Atlas embeds the texts; nothing is embedded here"
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._refuse()  # type: ignore[no-any-return]
+        raise RuntimeError(self.refusal)
 
     def embed_query(self, text: str) -> list[float]:
-        return self._refuse()  # type: ignore[no-any-return]
+        raise RuntimeError(self.refusal)
 
 
 LOCAL_EMBEDDERS = ("minilm", "hashing")
@@ -286,24 +273,6 @@ def _auto_model(embed: Any) -> str | None:
     if type(embed).__name__ in ("AutoEmbeddings", "AtlasEmbeddings") and isinstance(getattr(embed, "model", None), str):
         return str(embed.model)
     return None
-
-
-def _modes(opts: _IndexOptions) -> tuple[AutoEmbedSettings | None, RerankSettings | None, HybridSettings | None]:
-    """Automated embedding, reranking and hybrid settings, each checked with its own message."""
-    try:
-        model = _auto_model(opts.embed)
-        auto = auto_embed_settings(model, opts.dims) if model is not None else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['embed']: {exc}") from None
-    try:
-        rerank = rerank_settings(opts.rerank) if opts.rerank is not None else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['rerank']: {exc}") from None
-    try:
-        hybrid = hybrid_settings(opts.hybrid) if opts.hybrid not in (None, False) else None
-    except ValueError as exc:
-        raise ConfigurationError(f"index['hybrid']: {exc}") from None
-    return auto, rerank, hybrid
 
 
 # 1,000 years: every expiry stays a date Python and BSON hold (the same bound as a put's ttl).
@@ -332,15 +301,4 @@ def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | Non
     """Validate ``ttl=`` (minutes) and return frozen settings (``None`` when not given)."""
     if ttl is None:
         return None
-    if not isinstance(ttl, Mapping):
-        raise ConfigurationError(f"ttl= must be a dict (TTLConfig), got {type(ttl).__name__}")
-    try:
-        opts = _TTLOptions.model_validate(dict(ttl))
-    except ValidationError as exc:
-        raise ConfigurationError(_message(exc, "ttl")) from None
-    return TTLSettings(
-        default_ttl=opts.default_ttl,
-        refresh_on_read=opts.refresh_on_read,
-        omit_expired=opts.omit_expired,
-        sweep_interval_minutes=opts.sweep_interval_minutes,
-    )
+    return TTLSettings(**_validated(_TTLOptions, ttl, "ttl", "TTLConfig").model_dump())

@@ -1,23 +1,8 @@
-"""Errors raised by mongostore.
+"""Errors raised by mongostore, all importable from ``mongostore``.
 
-The tree (every class is importable from ``mongostore``)::
-
-    Exception
-    ├── ValueError
-    │   ├── langgraph InvalidNamespaceError     bad namespace or label (re-used, not ours)
-    │   └── MongoStoreError ... (below) subclasses that are also ValueErrors
-    └── MongoStoreError                         root of our own errors
-        ├── InvalidValueError (ValueError)      a put value MongoDB cannot store; names namespace and key
-        ├── InvalidFilterError (ValueError)     a search filter with a field or operator we refuse
-        ├── ConfigurationError (ValueError)     bad index=/ttl= settings
-        ├── PipelineError (ValueError)          an analytics pipeline stage that could leave its scope
-        ├── WriteError                          the server rejected some writes of a batch; the others landed
-        ├── ServerUnreachableError (ConnectionError)  no server at the URI: refused, unknown host, no SRV record
-        ├── VectorIndexError                    the Atlas vector index failed or was not queryable in time
-        └── DamagedStoreFileError (RuntimeError) the local store's file is not whole; left untouched
-
-pymongo's own errors (``ConnectionFailure``, ``OperationFailure``...) pass through
-unchanged unless we can add meaning, in which case they are chained with ``from``.
+Every class derives from ``MongoStoreError``; the ones for bad input are also ``ValueError``s
+(as is LangGraph's ``InvalidNamespaceError``, re-used for bad namespaces). pymongo's own
+errors pass through unchanged unless we can add meaning, then they are chained with ``from``.
 """
 
 from __future__ import annotations
@@ -42,10 +27,7 @@ class MongoStoreError(Exception):
 
 
 class InvalidValueError(MongoStoreError, ValueError):
-    """A value given to ``put`` cannot be stored in MongoDB.
-
-    Raised before anything of the batch is written.
-    """
+    """A value given to ``put`` cannot be stored in MongoDB; nothing of the batch was written."""
 
     def __init__(self, namespace: tuple[str, ...], key: str, reason: str) -> None:
         self.namespace = namespace
@@ -72,11 +54,9 @@ class PipelineError(MongoStoreError, ValueError):
 class WriteError(MongoStoreError):
     """The server rejected some writes of a batch; every other write of it landed.
 
-    ``failures`` lists ``(namespace, key, message)`` for each item with a failed write.
-    ``stored`` holds the ``(namespace, key)`` of those whose value *was* stored and only
-    whose vector write failed: they are found by get and plain search, are returned
-    unscored by semantic search, and their next put writes the vectors again. For a
-    write that is not one item's (a TTL sweep), the namespace is ``()`` and the key ``""``.
+    ``failures``: ``(namespace, key, message)`` per item with a failed write (``()``, ``""``
+    for a write that is no item's, a TTL sweep). ``stored``: the ``(namespace, key)`` whose
+    value was stored and only the vector write failed (their next put writes it again).
     """
 
     def __init__(
@@ -107,14 +87,12 @@ class VectorIndexError(MongoStoreError):
 
 
 class ServerUnreachableError(MongoStoreError, ConnectionError):
-    """No MongoDB server at the URI: every host refused the connection, is unknown, or
-    an SRV name has no record. Raised at once, in one line, where pymongo would wait its
-    whole server-selection timeout (30 s) and then print its topology."""
+    """No MongoDB server at the URI (refused, unknown host, no SRV record): raised at once,
+    where pymongo would wait its whole server-selection timeout (30 s)."""
 
 
 class DamagedStoreFileError(MongoStoreError, RuntimeError):
-    """The local store's file (``MongoStore.local``) is not a whole file of the store: empty,
-    cut short, or not ours. It was left untouched; the message says how to move it aside."""
+    """The local store's file is not a whole file of the store; it was left untouched."""
 
     def __init__(self, path: object, reason: str) -> None:
         self.path = path

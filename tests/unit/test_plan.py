@@ -390,8 +390,12 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
 
 
 def run_probe(answers: dict[str, Any], **kw: Any) -> tuple[list[Step], Any]:
-    """Drive probe_plan: answers by step type name; an exception instance is thrown in."""
-    from mongostore.core.plan import probe_plan
+    """Drive the server then the search probe: answers by step type name; an exception instance is thrown in."""
+    from mongostore.core.plan import search_probe_plan, server_probe_plan
+
+    def probe_plan(*, emulated: bool, has_client_bulk: bool, index_name: str = "", **search: Any) -> Any:
+        server = yield from server_probe_plan(emulated=emulated, has_client_bulk=has_client_bulk)
+        return (yield from search_probe_plan(server, index_name=index_name, **search))
 
     plan = probe_plan(**kw)
     steps: list[Step] = []

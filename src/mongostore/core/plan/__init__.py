@@ -36,7 +36,6 @@ from mongostore.core.plan.probe import (
     TRUSTED_EMPTY_LIST_VERSION,
     is_index_unavailable,
     is_no_search_error,
-    probe_plan,
     search_probe_plan,
     server_probe_plan,
 )
@@ -78,7 +77,6 @@ __all__ = [
     "is_no_search_error",
     "missing_vectors_pipeline",
     "normalize_op",
-    "probe_plan",
     "put_requests",
     "query_phase",
     "rank_phase",

@@ -1,29 +1,14 @@
-"""Bring vector documents written under an older index config up to date, at ``setup()`` (issue 28).
-
-Two things a vector document carries are copies of its item, made when the item was put:
-
-- ``text``, the indexed text itself, which ``$search``, ``$rerank`` and automated embedding
-  read. Vector documents written before one of those modes was turned on have none: a
-  ``$rerank`` whose candidates include one fails (the ``$rerank`` page: a missing ``path``
-  field fails the query), and automated embedding never indexes them.
-- ``value.<field>``, the filter fields' values, which the ``$vectorSearch`` pre-filter reads.
-  After a filter field is added, documents written before carry no copy of it, and a search
-  pre-filtered on it finds none of them.
-
-``backfill_texts`` and ``backfill_filter_fields`` rebuild those copies from the items: one read
-of the vector documents concerned, the items read by ``_id`` in chunks, and one bulk write of
-conditional updates per chunk. The texts are extracted exactly as a put extracts them and kept
-only when their hash is the one the vector document holds, so a stale vector never gets a text
-it was not embedded from. (An aggregation with ``$lookup`` and ``$merge`` into the vectors
-collection would do the filter fields without the read, but the plan does not know the
-collections' names, mongomock has no ``$merge``, and the texts need LangGraph's path
-extraction, which no aggregation expression can do for ``$`` or ``{a,b}`` paths.)
+"""At ``setup()``, rebuild from the items what vector documents written under an older index config lack
+(issue 28): ``text`` (read by ``$search``, ``$rerank`` and automated embedding; a ``$rerank``
+candidate without it fails the query) and ``value.<field>`` (the filter fields ``$vectorSearch``
+pre-filters on). Not ``$lookup`` + ``$merge``: mongomock has no ``$merge``, and no aggregation
+expression does LangGraph's path extraction for ``$`` or ``{a,b}`` paths.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mongostore.config import IndexSettings
@@ -31,18 +16,15 @@ from mongostore.core import queries as q
 from mongostore.core.codec import extract_texts, text_hash
 from mongostore.core.plan.context import LARGE_BATCH, Plan
 from mongostore.core.retrieval import TEXT_PATH
-from mongostore.core.steps import Find, Write
+from mongostore.core.steps import Find, Write, WriteOutcome
 
 logger = logging.getLogger("mongostore")
 
 ITEMS_PER_READ = 1000
 
-__all__ = ["added_filter_fields", "backfill_filter_fields", "backfill_texts", "text_of"]
-
 
 def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
-    """The ``value.<field>`` filter paths of ``wanted`` that the existing definition lacks
-    (all of them when there was no index), as filter field names."""
+    """The filter field names of ``wanted`` (``value.<field>`` paths) that the existing definition lacks."""
 
     def paths(defn: dict[str, Any] | None) -> set[str]:
         return {
@@ -75,16 +57,6 @@ def text_of(index: IndexSettings, value: dict[str, Any], field: str, hash_: str)
     return None
 
 
-def _chunks(ids: Sequence[str]) -> Iterable[list[str]]:
-    for start in range(0, len(ids), ITEMS_PER_READ):
-        yield list(ids[start : start + ITEMS_PER_READ])
-
-
-def _items(ids: list[str]) -> Plan:
-    docs = yield Find("items", {"_id": {"$in": ids}}, {"_id": 1, "value": 1}, batch_size=len(ids))
-    return {d["_id"]: d.get("value") or {} for d in docs}
-
-
 def _per_item(
     docs: list[dict[str, Any]],
     build: Callable[[str, dict[str, Any], list[dict[str, Any]]], list[q.WriteRequest]],
@@ -96,40 +68,32 @@ def _per_item(
     by_item: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
         by_item.setdefault(str(doc["item_id"]), []).append(doc)
+    ids = sorted(by_item)
     done = 0
-    for ids in _chunks(sorted(by_item)):
-        values = yield from _items(ids)
-        requests = [r for iid in ids if iid in values for r in build(iid, values[iid], by_item[iid])]
-        done += yield from _write(requests, what)
+    for start in range(0, len(ids), ITEMS_PER_READ):
+        chunk = ids[start : start + ITEMS_PER_READ]
+        items = yield Find("items", {"_id": {"$in": chunk}}, {"_id": 1, "value": 1}, batch_size=len(chunk))
+        values = {d["_id"]: d.get("value") or {} for d in items}
+        requests = [r for iid in chunk if iid in values for r in build(iid, values[iid], by_item[iid])]
+        if not requests:
+            continue
+        outcome: WriteOutcome = yield Write(tuple(requests))
+        if outcome.errors:
+            logger.warning(
+                "setup(): %d of %d %s updates failed: %s", len(outcome.errors), len(requests), what, outcome.errors[:3]
+            )
+        done += len(requests) - len(outcome.errors)
     return done
 
 
-def _write(requests: list[q.WriteRequest], what: str) -> Plan:
-    if not requests:
-        return 0
-    outcome = yield Write(tuple(requests))
-    errors = getattr(outcome, "errors", None) or []
-    if errors:
-        logger.warning("setup(): %d of %d %s updates failed: %s", len(errors), len(requests), what, errors[:3])
-    return len(requests) - len(errors)
-
-
 def backfill_texts(index: IndexSettings) -> Plan:
-    """Give vector documents without ``text`` their text, when a mode reads it (``stores_text``).
-
-    Returns how many were updated. Each update is conditional on the document still having no
-    text and the same hash, so a put racing it wins.
-    """
+    """Give vector documents without ``text`` the text their hash was made from, when a mode reads it
+    (``stores_text``); returns how many were updated. Each update is conditional on the document still
+    having no text and the same hash, so a put racing it wins."""
     if not index.stores_text:
         return 0
-    missing = yield Find(
-        "vectors",
-        {TEXT_PATH: {"$exists": False}},
-        {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1},
-        batch_size=LARGE_BATCH,
-    )
-    if not missing:
-        return 0
+    fields = {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1}
+    missing = yield Find("vectors", {TEXT_PATH: {"$exists": False}}, fields, batch_size=LARGE_BATCH)
 
     def texts(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
         requests = []
@@ -147,41 +111,28 @@ def backfill_texts(index: IndexSettings) -> Plan:
 
     done: int = yield from _per_item(missing, texts, "vector text")
     if done:
-        logger.info("setup(): gave %d vector documents written before %s their text", done, _modes(index))
-    return done
-
-
-def _modes(index: IndexSettings) -> str:
-    names = [
-        n
-        for n, on in (
+        modes = (
             ("automated embedding", index.auto_embed),
             ("reranking", index.rerank),
             ("hybrid search", index.hybrid),
         )
-        if on is not None
-    ]
-    return " and ".join(names) + " was turned on"
+        turned_on = " and ".join(name for name, on in modes if on is not None)
+        logger.info("setup(): gave %d vector documents written before %s was turned on their text", done, turned_on)
+    return done
 
 
 def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
-    """Copy newly declared filter fields onto the vector documents written before (from their items).
-
-    Rewrites ``value`` (the copies of every declared filter field) wherever it differs from
-    what a put would write now. Returns how many documents were updated.
-    """
+    """Once filter fields were ``added``, rewrite every vector document's ``value`` (its copies of the
+    declared filter fields) that differs from what a put would write now; returns how many were."""
     if not added:
         return 0
     vectors = yield Find("vectors", {}, {"_id": 1, "item_id": 1, "value": 1}, batch_size=LARGE_BATCH)
-    if not vectors:
-        return 0
 
     def copies(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
         wanted = q.filter_field_values(value, index.filter_fields)
         update = {"$set": {"value": wanted}} if wanted else {"$unset": {"value": ""}}
-        # with the shard key (item_id), as every single-document write
         return [
-            q.WriteRequest("vectors", "update_one", {"_id": doc["_id"], "item_id": iid}, update)
+            q.WriteRequest("vectors", "update_one", {"_id": doc["_id"], "item_id": iid}, update)  # with the shard key
             for doc in docs
             if (doc.get("value") or {}) != wanted
         ]

@@ -1,8 +1,5 @@
-"""The setup plan: B-tree and TTL indexes, the vector (and text) search index.
-
-Creating or updating a search index is followed by a bounded wait until it is ``READY``
-on the wanted definition (``wait_until_ready``).
-"""
+"""The setup plan: B-tree and TTL indexes, the vector (and hybrid's text) search index;
+behind mongos, the shard-key checks and the opt-in ``shard_plan``."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ from mongostore.core import retrieval as _retrieval
 from mongostore.core import retrieval_plan as modes
 from mongostore.core.plan.backfill import added_filter_fields, backfill_filter_fields, backfill_texts
 from mongostore.core.plan.context import Plan
-from mongostore.core.plan.probe import search_probe_answer
+from mongostore.core.plan.probe import no_search_reason
 from mongostore.core.steps import (
     Capabilities,
     CreateIndexes,
@@ -39,19 +36,18 @@ from mongostore.errors import ConfigurationError, VectorIndexError
 logger = logging.getLogger("mongostore")
 
 INDEX_ALREADY_EXISTS = 68
+INDEX_CONFLICT_CODES = frozenset({85, 86})  # an index of that name exists with other options / keys
+CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
 
 
-def _definition_matches(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    def key(defn: dict[str, Any]) -> tuple[Any, ...]:
-        fields = defn.get("fields", [])
-        vec = [
-            (f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"
-        ]
-        filters = sorted(f.get("path") for f in fields if f.get("type") == "filter")
-        auto = [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields if f.get("type") == "autoEmbed"]
-        return (vec, filters, auto)
-
-    return key(existing) == key(wanted)
+def _definition_key(defn: dict[str, Any]) -> tuple[Any, ...]:
+    """What decides whether a vector index definition is the wanted one: vector, filter, autoEmbed fields."""
+    fields = defn.get("fields", [])
+    return (
+        [(f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"],
+        sorted(f.get("path") for f in fields if f.get("type") == "filter"),
+        [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields if f.get("type") == "autoEmbed"],
+    )
 
 
 def _recreate_advice(name: str) -> str:
@@ -62,22 +58,12 @@ def _recreate_advice(name: str) -> str:
     )
 
 
-def _status_message(doc: dict[str, Any]) -> str:
-    msgs = [str(d.get("message")) for d in doc.get("statusDetail") or () if isinstance(d, dict) and d.get("message")]
-    return "; ".join(msgs) or str(doc.get("status"))
-
-
 def setup_plan(index: IndexSettings | None) -> Plan:
     """Create B-tree and TTL indexes, and the vector index when the server has search.
 
-    After creating or updating the vector index it waits (bounded by ``setup_timeout``,
-    with progress in the log) until the index is ``READY`` on the wanted definition:
-    during a rebuild mongot reports ``queryable: true`` and the new ``latestDefinition``
-    while queries still run on the old one, so ``queryable`` alone is not enough.
-
-    Behind mongos (``Capabilities.sharded``) it first reads the collections' shard keys
-    and refuses one the store cannot target (``cluster_checks``), creates ``path_key``
-    non-unique, and never shards a collection itself (docs/scaling.md).
+    Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot
+    target (``cluster_checks``), creates ``path_key`` non-unique, and never shards a
+    collection itself (docs/scaling.md).
     """
     server: Capabilities = yield ServerInfo()
     specs = q.item_indexes(sharded=server.sharded)
@@ -99,74 +85,58 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     try:
         existing = yield ListSearchIndexes("vectors", index.index_name)
     except Exception as exc:
-        why = _no_search(exc, index, server)
-        if why is None:
-            raise
-        yield from _rank_locally(index, why)
-        return None
+        if (yield from _rank_locally(exc, index, server)):
+            return None
+        raise
     # The server answers search-index commands: a mode it cannot run (reranking before 8.3)
     # fails now, and hybrid's $search index is built next to the vector index.
     modes.setup_checks(index, replace(server, vector_search=True))
     text_index = yield from modes.text_index_plan(index, server)
-    if text_index is not None:  # hybrid's $search index: the same READY rule as the vector index
+    if text_index is not None:
         text_name, text_wanted = text_index
-        yield from wait_until_ready(
-            text_name,
-            "search index",
-            lambda latest: latest == text_wanted,
-            index.setup_timeout,
-            _recreate_advice(text_name),
-        )
-    if not (yield from _create_or_update(index, existing, wanted, server)):
+        yield from wait_until_ready(text_name, "search index", lambda d: d == text_wanted, index.setup_timeout)
+    latest = (existing[0].get("latestDefinition") or {}) if existing else None
+    if not (yield from _create_or_update(index, latest, wanted, server)):
         return None
-    added = added_filter_fields(existing[0].get("latestDefinition") if existing else None, wanted)
-    yield from backfill_filter_fields(index, added)  # before the index is reported ready
+    yield from backfill_filter_fields(index, added_filter_fields(latest, wanted))  # before the index is ready
     yield from wait_until_ready(
         index.index_name,
         "vector search index",
-        lambda latest: _definition_matches(latest, wanted),
+        lambda d: _definition_key(d) == _definition_key(wanted),
         index.setup_timeout,
-        _recreate_advice(index.index_name),
     )
     yield Probe(index.index_name, refresh=True)  # searches use the index from now on
     return None
 
 
-def cluster_checks(with_vectors: bool) -> Plan:
-    """Behind mongos: read the collections' shard keys (``config.collections``) and refuse one
-    the store cannot target, with the command that fixes it; log the others' verdicts.
+def shard_verdicts(with_vectors: bool) -> Plan:
+    """``{role: (key, verdict, advice)}`` of the store's collections, from ``config.collections``."""
+    keys = yield ShardKeys()
+    return {
+        role: (key, *q.shard_key_verdict(role, key)) for role, key in keys.items() if role == "items" or with_vectors
+    }
 
-    Returns ``{role: (key, verdict, advice)}``. A cluster whose catalog cannot be read
-    (no privilege on ``config``) is taken as it is, with a warning.
-    """
+
+def cluster_checks(with_vectors: bool) -> Plan:
+    """Behind mongos: refuse a shard key the store cannot target, with the command that fixes
+    it; log the others' verdicts. Returns ``shard_verdicts``, or ``{}`` (with a warning) for a
+    cluster whose catalog cannot be read (no privilege on ``config``)."""
     try:
-        keys = yield ShardKeys()
+        verdicts: dict[str, tuple[Any, str, str]] = yield from shard_verdicts(with_vectors)
     except OperationFailure as exc:
         logger.warning("could not read the shard keys from config.collections (%s): not checked", exc)
         return {}
-    verdicts: dict[str, tuple[Any, str, str]] = {}
-    for role, key in keys.items():
-        if role == "vectors" and not with_vectors:
-            continue
-        verdict, advice = q.shard_key_verdict(role, key)
-        verdicts[role] = (key, verdict, advice)
+    for role, (key, verdict, advice) in verdicts.items():
         if verdict == "unsupported":
             raise ConfigurationError(f"the {role} collection is sharded on {key}: {advice}")
         logger.info("sharded cluster: %s collection %s (%s): %s", role, key or "unsharded", verdict, advice)
     return verdicts
 
 
-CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
-
-
 def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
-    """Shard the store's unsharded collections on the recommended keys (``{_id: 1}``,
-    ``{item_id: 1}``), or hashed ones: the explicit opt-in ``shard_collections()``.
-
-    Behind mongos only; collections already sharded are left as they are (an unsupported
-    key is refused, as in ``setup()``). Returns ``{role: key}`` of the collections it sharded.
-    Run ``setup()`` first: the ranged vectors key needs the ``item_id`` index it creates.
-    """
+    """``shard_collections()``, behind mongos: shard the unsharded collections on the recommended keys
+    (or hashed ones); returns ``{role: key}`` of those it sharded. Run ``setup()`` first: the ranged
+    vectors key needs the ``item_id`` index it creates."""
     server: Capabilities = yield ServerInfo()
     if not server.sharded:
         raise ConfigurationError(
@@ -198,14 +168,9 @@ def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
     return done
 
 
-# An index of that name exists with other options / other keys.
-INDEX_CONFLICT_CODES = frozenset({85, 86})
-
-
 def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
-    """``path_key`` behind mongos: non-unique. A deployment from before keeps its unique one
-    (possible only while the items collection is unsharded): left as it is, with the
-    migration in the log, since ``shardCollection`` refuses a collection that has it."""
+    """``path_key`` behind mongos: non-unique. A unique one from before (possible only while the
+    items collection is unsharded) is left, with the migration in the log."""
     try:
         yield CreateIndexes("items", (spec,))
     except OperationFailure as exc:
@@ -221,57 +186,49 @@ def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
         )
 
 
-def _no_search(exc: Exception, index: IndexSettings, server: Capabilities) -> str | None:
-    """Why the server has no search, or None (then the caller raises): never with ``vector_search='atlas'``."""
-    if index.vector_search == "atlas":
-        return None
-    try:
-        return search_probe_answer(exc, server.emulated)[1]
-    except Exception:
-        return None
-
-
-def _rank_locally(index: IndexSettings, why: str) -> Plan:
-    """The server has no search: searches rank locally (a mode that cannot fails here)."""
+def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) -> Plan:
+    """When ``exc`` says the server has no search (never with ``vector_search='atlas'``): searches
+    rank locally, a mode that cannot fails here. Returns whether it did (else the caller raises)."""
+    why = None if index.vector_search == "atlas" else no_search_reason(exc, server.emulated)
+    if why is None:
+        return False
     _refuse_atlas_only(index, why)
     logger.info("no vector search on this server (%s): searches rank locally", why)
     yield DisableVectorSearch(why)
+    return True
 
 
 def _create_or_update(
-    index: IndexSettings, existing: list[dict[str, Any]], wanted: dict[str, Any], server: Capabilities
+    index: IndexSettings, latest: dict[str, Any] | None, wanted: dict[str, Any], server: Capabilities
 ) -> Plan:
-    """Create the vector index, or update it when its definition changed.
-
-    Returns False when the server turned out to have no search (searches rank locally).
-    """
-    updated = False
-    latest = existing[0].get("latestDefinition") or {} if existing else None
+    """Create the vector index (``latest`` None), or update it when its definition changed;
+    False when the server turned out to have no search (searches rank locally)."""
+    if latest is not None and _definition_key(latest) == _definition_key(wanted):
+        return True
     refused = modes.auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
     if refused is not None:  # before any I/O: mongot never updates autoEmbed fields
         raise refused
     try:
-        if not existing:
+        if latest is None:
             logger.info("creating vector search index %r", index.index_name)
             yield from modes.create_vector_index(index.index_name, wanted, index)
-        elif not _definition_matches(existing[0].get("latestDefinition") or {}, wanted):
+        else:
             logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
-            updated = True
             yield UpdateSearchIndex("vectors", index.index_name, wanted)
     except Exception as exc:
-        why = _no_search(exc, index, server)
-        if why is not None:  # e.g. 115/59 from a pre-7.1 server whose empty index list told nothing
-            yield from _rank_locally(index, why)
+        # e.g. 115/59 from a pre-7.1 server whose empty index list told nothing
+        if (yield from _rank_locally(exc, index, server)):
             return False
-        if isinstance(exc, OperationFailure) and exc.code == INDEX_ALREADY_EXISTS:
-            pass  # another process created it at the same moment: wait for it like ours
-        elif updated and isinstance(exc, OperationFailure):
+        if not isinstance(exc, OperationFailure):
+            raise
+        if exc.code == INDEX_ALREADY_EXISTS:
+            return True  # another process created it at the same moment: wait for it like ours
+        if latest is not None:
             raise VectorIndexError(
                 f"could not update vector search index {index.index_name!r} ({exc}); "
                 f"Atlas Local may not support updating it: {_recreate_advice(index.index_name)}"
             ) from exc
-        else:
-            raise
+        raise
     return True
 
 
@@ -282,43 +239,35 @@ def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
         raise err
 
 
-def wait_until_ready(
-    name: str,
-    what: str,
-    matches: Callable[[dict[str, Any]], bool],
-    timeout: float,
-    advice: str,
-) -> Plan:
-    """Poll a search index until it is ``READY`` on the wanted definition (``matches``).
-
-    FAILED is checked first; during a rebuild mongot reports ``queryable: true`` and the
-    new ``latestDefinition`` while the old one still serves, so only ``READY`` counts.
-    Bounded by ``timeout`` seconds, with progress in the log.
-    """
+def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan:
+    """Poll a search index until it is ``READY`` on the wanted definition (``matches``), for at most
+    ``timeout`` seconds: during a rebuild mongot reports ``queryable: true`` and the new
+    ``latestDefinition`` while the old one still serves, so only ``READY`` counts."""
     start = time.monotonic()
-    deadline = start + timeout
     delay = 0.2
     while True:
         found = yield ListSearchIndexes("vectors", name)
         doc = found[0] if found else {}
         status = str(doc.get("status", "MISSING"))
-        latest = doc.get("latestDefinition") or {}
+        queryable = doc.get("queryable")
         if status == "FAILED":
-            serving = " (the previous definition still serves queries)" if doc.get("queryable") else ""
+            serving = " (the previous definition still serves queries)" if queryable else ""
+            details = doc.get("statusDetail") or ()
+            message = "; ".join(str(d["message"]) for d in details if isinstance(d, dict) and d.get("message"))
             raise VectorIndexError(
-                f"{what} {name!r} failed to build{serving}: {_status_message(doc)}; fix the cause, then {advice}"
+                f"{what} {name!r} failed to build{serving}: {message or status}; "
+                f"fix the cause, then {_recreate_advice(name)}"
             )
-        if status == "READY" and matches(latest):
+        if status == "READY" and matches(doc.get("latestDefinition") or {}):
             logger.info("%s %r is ready", what, name)
             return None
         waited = time.monotonic() - start
-        if time.monotonic() >= deadline:
+        if waited >= timeout:
             raise VectorIndexError(
                 f"{what} {name!r} not ready on the wanted definition after "
-                f"{timeout:.0f}s (status {status}, queryable {doc.get('queryable')}); "
+                f"{timeout:.0f}s (status {status}, queryable {queryable}); "
                 "raise index['setup_timeout'] or check the search node's logs"
             )
-        queryable = doc.get("queryable")
         logger.info("waiting for %s %r: status %s, queryable %s (%.0fs)", what, name, status, queryable, waited)
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)

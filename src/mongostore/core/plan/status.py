@@ -11,7 +11,7 @@ from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
 from mongostore.core.plan.context import Plan
-from mongostore.core.queries import missing_vectors_pipeline
+from mongostore.core.plan.setup import shard_verdicts
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
@@ -20,7 +20,6 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
-    ShardKeys,
     Step,
     Write,
     WriteOutcome,
@@ -30,17 +29,15 @@ from mongostore.errors import WriteError
 
 def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
     """Delete expired items (and their vectors): for servers or emulated engines with no TTL monitor."""
-    reqs = []
-    if with_vectors:
-        reqs.append(q.WriteRequest("vectors", "delete_many", {"expires_at": {"$lte": now}}))
-    reqs.append(q.WriteRequest("items", "delete_many", {"expires_at": {"$lte": now}}))
-    outcome: WriteOutcome = yield Write(tuple(reqs))
+    roles: tuple[q.Role, ...] = ("vectors", "items") if with_vectors else ("items",)
+    expired = {"expires_at": {"$lte": now}}
+    outcome: WriteOutcome = yield Write(tuple(q.WriteRequest(role, "delete_many", expired) for role in roles))
     if outcome.errors:
         raise WriteError([((), "", f"the TTL sweep's delete failed: {msg}") for _, msg in outcome.errors])
     return outcome.deleted
 
 
-def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Plan:
+def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
@@ -48,30 +45,22 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
     mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
-    cluster: dict[str, Any] | None = None
+    cluster: dict[str, Any] | None = None  # None off mongos
     if caps.sharded:
         try:
-            keys = yield ShardKeys()
+            verdicts = yield from shard_verdicts(with_vectors=index is not None)
         except OperationFailure as exc:  # no privilege to read config.collections
             cluster = {"mongos": True, "shard_keys": {}, "detail": f"could not read config.collections: {exc}"}
         else:
-            cluster = {
-                "mongos": True,
-                "shard_keys": {
-                    role: dict(zip(("key", "verdict", "advice"), (key, *q.shard_key_verdict(role, key)), strict=True))
-                    for role, key in keys.items()
-                    if role == "items" or index is not None
-                },
-            }
+            fields = ("key", "verdict", "advice")
+            keys = {role: dict(zip(fields, verdict, strict=True)) for role, verdict in verdicts.items()}
+            cluster = {"mongos": True, "shard_keys": keys}
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
-        steps += [Count("vectors", {}), ListIndexes("vectors")]
-        if vectors_collection:
-            steps.append(Aggregate("items", missing_vectors_pipeline(vectors_collection)))
-    answers = yield Parallel(tuple(steps))
-    missing: int | None = None
-    if index is not None and vectors_collection:
-        missing = int(answers[4][0]["n"]) if answers[4] else 0
+        unlisted = Aggregate("items", q.missing_vectors_pipeline(vectors_collection))
+        steps += [Count("vectors", {}), ListIndexes("vectors"), unlisted]
+    items, item_indexes, *more = yield Parallel(tuple(steps))
+    vectors, vector_indexes, missing = more or (None, None, ())
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -82,14 +71,14 @@ def status_plan(index: IndexSettings | None, vectors_collection: str = "") -> Pl
         "vector_search_available": caps.vector_search,
         "search_path": "none (no index configured)" if index is None else ("atlas" if caps.vector_search else "local"),
         "client_bulk_write": caps.client_bulk_write,
-        "items": answers[0],
-        "item_indexes": answers[1],
-        "vectors": answers[2] if index is not None else None,
-        "vector_indexes": answers[3] if index is not None else None,
+        "items": items,
+        "item_indexes": item_indexes,
+        "vectors": vectors,
+        "vector_indexes": vector_indexes,
         "vector_search_index": search_index,
-        "items_missing_vectors": missing,
+        "items_missing_vectors": int(sum(d["n"] for d in missing)) if index is not None else None,
         "detail": caps.detail,
-        "cluster": cluster,  # None off mongos; else the shard keys and whether they are the recommended ones
+        "cluster": cluster,
     }
 
 

@@ -45,8 +45,6 @@ from mongostore.core.queries.namespaces import (
 )
 from mongostore.core.queries.sharding import (
     KEY_FIELD,
-    RECOMMENDED_KEYS,
-    SUPPORTED_KEYS,
     held_vectors_filter,
     literal_prefix,
     prefix_range,
@@ -96,9 +94,7 @@ __all__ = [
     "NEVER",
     "NOT_ARRAY",
     "NS_KEY",
-    "RECOMMENDED_KEYS",
     "SCALARS",
-    "SUPPORTED_KEYS",
     "IndexSpec",
     "Role",
     "WriteRequest",

@@ -1,18 +1,15 @@
 """Builders for a sharded cluster (behind ``mongos``): shard-key ranges, targeted writes, shard-key advice.
 
-An item's ``_id`` is ``path + NUL + key`` and ``path`` ends with ``.``; labels hold neither
-``.`` nor NUL. So the items under a namespace prefix ``P`` (a path, ending with ``.``) are
-exactly those whose ``_id`` lies in ``[P, P[:-1] + "/")`` (``/`` is the character after
-``.``), and their vectors those whose ``item_id`` (and ``_id``) lies in the same range.
-A range on the shard key lets ``mongos`` send a prefix read only to the shards whose
-chunks hold the prefix; a regex on ``_id`` would do the same only where mongod's
-regex-prefix analysis gives bounds, so the store adds ranges, never ``_id`` regexes.
-
-On a replica set none of this is used: the store's queries stay as they are.
+An item's ``_id`` is ``path + NUL + key``, ``path`` ends with ``.`` and labels hold neither
+``.`` nor NUL: so the items under a namespace prefix whose path is ``P`` are exactly those whose
+``_id`` (their vectors: ``item_id``) lies in ``[P, P[:-1] + "/")`` (``/`` follows ``.``). A range
+on the shard key lets ``mongos`` send a prefix read only to the shards that hold it; an ``_id``
+regex would do so only where mongod's regex-prefix analysis gives bounds. Unused on a replica set.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -24,13 +21,8 @@ if TYPE_CHECKING:  # runtime imports would be circular: namespaces and writes us
 
     from mongostore.core.queries.writes import Role, WriteRequest
 
-# The shard keys the store supports per collection; the first one of each is recommended.
-RECOMMENDED_KEYS: dict[Role, dict[str, Any]] = {"items": {"_id": 1}, "vectors": {"item_id": 1}}
-SUPPORTED_KEYS: dict[Role, tuple[dict[str, Any], ...]] = {
-    "items": ({"_id": 1}, {"_id": "hashed"}),
-    "vectors": ({"item_id": 1}, {"item_id": "hashed"}),
-}
-# The field each collection's writes and prefix reads carry for mongos.
+# The field each collection's writes and prefix reads carry for mongos: its shard key, ranged
+# (recommended) or hashed (supported).
 KEY_FIELD: dict[Role, str] = {"items": "_id", "vectors": "item_id"}
 
 
@@ -48,11 +40,9 @@ def shard_range_filter(namespace_prefix: tuple[str, ...], role: Role = "items") 
     return {KEY_FIELD[role]: bounds} if bounds is not None else {}
 
 
-def with_shard_range(
-    filt: Mapping[str, Any], namespace_prefix: tuple[str, ...], role: Role = "items"
-) -> dict[str, Any]:
-    """``filt`` and the prefix's shard-key range (``$and``); ``filt`` itself when there is no range."""
-    rng = shard_range_filter(namespace_prefix, role)
+def with_shard_range(filt: Mapping[str, Any], namespace_prefix: tuple[str, ...]) -> dict[str, Any]:
+    """``filt`` and the prefix's ``_id`` range (``$and``); ``filt`` itself when there is no range."""
+    rng = shard_range_filter(namespace_prefix)
     if not rng:
         return dict(filt)
     if not filt:
@@ -61,22 +51,12 @@ def with_shard_range(
 
 
 def literal_prefix(conditions: Sequence[MatchCondition] | None) -> tuple[str, ...]:
-    """The longest run of literal leading labels of any ``prefix`` condition (``*`` ends it).
-
-    Every namespace ``list_namespaces`` returns under such conditions starts with it, so its
-    range bounds the listing's reads; suffix conditions give none.
-    """
+    """The longest run of literal leading labels (``*`` ends it) of any ``prefix`` condition: every
+    namespace ``list_namespaces`` returns starts with it, so its range bounds the listing's reads."""
     best: tuple[str, ...] = ()
     for cond in conditions or ():
-        if cond.match_type != "prefix":
-            continue
-        labels: list[str] = []
-        for label in cond.path:
-            if label == "*":
-                break
-            labels.append(label)
-        if len(labels) > len(best):
-            best = tuple(labels)
+        if cond.match_type == "prefix":
+            best = max(best, tuple(itertools.takewhile(lambda label: label != "*", cond.path)), key=len)
     return best
 
 
@@ -104,30 +84,24 @@ def held_vectors_filter(vector_ids: Sequence[str], item_ids: Sequence[str], shar
     return filt
 
 
-def _normal_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if key is None:
-        return None
-    return {str(k): (v if isinstance(v, str) else int(v)) for k, v in key.items()}
-
-
 def shard_key_verdict(role: Role, key: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(verdict, advice)`` for a collection's shard key: ``unsharded``, ``recommended``,
     ``supported`` (works; costs said in the advice) or ``unsupported`` (the store refuses it)."""
-    norm = _normal_key(key)
-    recommended = RECOMMENDED_KEYS[role]
-    if norm is None:
+    recommended = {KEY_FIELD[role]: 1}
+    if key is None:
         return "unsharded", f"unsharded (on the database's primary shard); to shard it use key {recommended}"
+    norm = {str(k): (v if isinstance(v, str) else int(v)) for k, v in key.items()}
     if norm == recommended:
         return "recommended", (
             "ranged key: single-item operations reach one shard, a namespace prefix only the shards that hold it"
         )
-    if norm in SUPPORTED_KEYS[role]:
+    if norm == {KEY_FIELD[role]: "hashed"}:
         return "supported", (
             f"hashed key: single-item operations reach one shard, but every namespace-prefix read reaches every "
             f"shard; {recommended} keeps a tenant together (docs/scaling.md)"
         )
     return "unsupported", (
-        f"shard key {dict(key or {})} does not fit the store: its writes and reads are keyed by "
+        f"shard key {dict(key)} does not fit the store: its writes and reads are keyed by "
         f"{KEY_FIELD[role]!r}, so mongos could target none of them (MongoDB 7.0 refuses its upserts, code 61). "
         f"Reshard it with db.adminCommand({{reshardCollection: '<db>.<collection>', key: {recommended}}}) "
         "(docs/scaling.md)"
