@@ -73,7 +73,6 @@ from mongostore.core.queries.vector_search import (
 from mongostore.core.queries.writes import (
     Role,
     WriteRequest,
-    check_vector_request,
     delete_item_requests,
     float32_vector,
     prune_vectors_request,
@@ -105,7 +104,6 @@ __all__ = [
     "Role",
     "WriteRequest",
     "atlas_score_to_similarity",
-    "check_vector_request",
     "delete_item_requests",
     "filter_field_names",
     "filter_field_values",
