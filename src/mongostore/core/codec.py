@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import bson
@@ -118,12 +118,6 @@ def as_utc(value: datetime) -> datetime:
     if tz is timezone.utc:
         return value
     return value.astimezone(timezone.utc)
-
-
-def epoch_ms(value: datetime) -> int:
-    """A stored date (naive UTC or aware) as exact milliseconds since the epoch (BSON dates
-    keep milliseconds): a sort key that no local time zone can shift."""
-    return (as_utc(value) - _EPOCH) // timedelta(milliseconds=1)
 
 
 def plain_value(value: Any) -> Any:
@@ -267,16 +261,6 @@ def item_doc_size(
     if hashes:
         doc["vectors"] = list(hashes)
     return len(bson.encode(doc))
-
-
-def hashes_bytes(hashes: Sequence[str]) -> int:
-    """The exact BSON bytes a ``vectors: [hash, ...]`` field adds to a document (0 for none)."""
-    if not hashes:
-        return 0
-    # element: type byte, "vectors\0", then an array document: int32 length, per element
-    # (type byte, decimal index and NUL, int32 length, UTF-8 text and NUL), the final NUL.
-    elements = sum(1 + len(str(i)) + 1 + 4 + len(h.encode()) + 1 for i, h in enumerate(hashes))
-    return 1 + len("vectors") + 1 + 4 + elements + 1
 
 
 def check_value(namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mongostore.core.codec import epoch_ms
+from mongostore.core.codec import as_utc
 
 
 def _as_row(item: str, embedding: Any, dims: int) -> npt.NDArray[np.float32]:
@@ -63,8 +63,8 @@ _U32 = 2.0**-24
 
 
 def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Unscored items in their page order: newest first, ties by id."""
-    return sorted(docs, key=lambda d: (-epoch_ms(d["updated_at"]), d["_id"]))
+    """Unscored items in their page order: newest first (naive dates are UTC), ties by id."""
+    return sorted(docs, key=lambda d: (-as_utc(d["updated_at"]).timestamp(), d["_id"]))
 
 
 @dataclass

@@ -25,7 +25,6 @@ from mongostore.core.codec import (
     ancestor_paths,
     as_namespace,
     check_value_sized,
-    hashes_bytes,
     item_doc_size,
     item_id,
     namespace_path,
@@ -157,7 +156,12 @@ _PATH_ELEMENT = 17
 
 def item_doc_bound(item_bytes: int, hashes: list[str]) -> int:
     """Exactly ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
-    return item_bytes + hashes_bytes(hashes)
+    if not hashes:
+        return item_bytes
+    # "vectors": type byte, name and NUL, then an array document: int32 length, per element
+    # (type byte, decimal index and NUL, int32 length, UTF-8 text and NUL), the final NUL.
+    elements = sum(1 + len(str(i)) + 1 + 4 + len(h.encode()) + 1 for i, h in enumerate(hashes))
+    return item_bytes + 1 + len("vectors") + 1 + 4 + elements + 1
 
 
 def vector_doc_bound(namespace: tuple[str, ...], item_bytes: int, field_bytes: int, dims: int) -> int:
