@@ -88,7 +88,7 @@ def indexed_texts(
     value: dict[str, Any],
     fields: list[str] | bool | None,
     index: IndexSettings,
-    item_bytes: int = -1,
+    item_bytes: int,
 ) -> dict[str, tuple[str, str]]:
     """A put's ``{field: (text, text hash)}``, with the item's and its vectors' sizes checked
     (the hashes are stored on the item): a put too big fails here, before any I/O."""

@@ -25,7 +25,6 @@ from mongostore.core.codec import (
     ancestor_paths,
     as_namespace,
     check_value_sized,
-    item_doc_size,
     item_id,
     namespace_path,
     unencodable,
@@ -179,18 +178,14 @@ def check_sizes(
     hashes: list[str],
     fields: list[str],
     index: IndexSettings,
-    item_bytes: int = -1,
-    ttl: bool = True,
+    item_bytes: int,
 ) -> None:
     """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
 
     A vector document holds every ancestor path of its item, so 200 labels of 1 KB make one of
-    20 MB. With ``item_bytes`` (``SizedPut``) the item's size is exact arithmetic and a vector
-    document is encoded only when its bound is over the limit. ``ttl``: count the TTL fields
-    when ``item_bytes`` is not known.
+    20 MB. From ``item_bytes`` (``SizedPut``) the item's size is exact arithmetic, and a vector
+    document is encoded only when its bound is over the limit.
     """
-    if item_bytes < 0:
-        item_bytes = item_doc_size(namespace, key, value, ttl=ttl)
     size = item_doc_bound(item_bytes, hashes)
     if size > MAX_VALUE_BYTES:
         raise InvalidValueError(
