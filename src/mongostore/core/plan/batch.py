@@ -1,10 +1,5 @@
-"""The batch plan: a LangGraph batch as a short sequence of named phases (docs/architecture.md).
-
-``batch_outcome_plan`` runs them in this order, each leaving its answers in the ``BatchState``:
-``validate_phase`` (no I/O), ``query_phase`` (the search path, the queries' vectors),
-``read_phase`` (every read in one ``Parallel``), ``answer_phase``, ``embed_phase`` (the puts'
-new texts), ``rank_phase`` (semantic searches), ``write_phase`` (one ``Write``).
-"""
+"""The batch plan: a LangGraph batch as a short sequence of phases, each a function that leaves
+its answers in the ``BatchState`` (what each does: docs/architecture.md, "The phases of a batch")."""
 
 from __future__ import annotations
 
@@ -55,11 +50,8 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
 
 def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
-    """Check every op (``check_op``) before any I/O, and group them by kind.
-
-    The last put of an item wins and takes the last op's place (a batch's puts are written in
-    op order); its texts are found and sized then, so a put too big fails before any I/O.
-    """
+    """Check every op (``check_op``) before any I/O, and group them by kind. The last put of an item
+    wins, in its place (puts are written in op order); its texts are found and sized then."""
     checked = [check_op(op) for op in ops]
     last = {(op.namespace, op.key): pos for pos, op in enumerate(checked) if isinstance(op, PutOp)}
     state = BatchState(ctx, [None] * len(checked))
@@ -101,10 +93,8 @@ def indexed_texts(
 
 
 def query_phase(state: BatchState) -> Plan:
-    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``).
-
-    Queries are embedded first, in one call: their searches can then join the batch's other reads.
-    """
+    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``,
+    first: their searches can then join the batch's other reads)."""
     index = state.index
     if not state.semantic or index is None:
         return None
@@ -121,11 +111,8 @@ def query_phase(state: BatchState) -> Plan:
 
 
 def read_phase(state: BatchState) -> Plan:
-    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first.
-
-    When ``$vectorSearch`` refuses (no search on this server, or an index still in its
-    first build), the store ranks locally from then on and the reads are asked again.
-    """
+    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first. When
+    ``$vectorSearch`` refuses, the store ranks locally from then on and the reads are asked again."""
     while True:
         reads = batch_reads(state)
         try:
@@ -186,7 +173,6 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
             state.caps = caps
             return
     if is_index_unavailable(exc):
-        # The index is still in its first build (or failed it): mongot refuses queries.
         why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
         if index.vector_search == "atlas":
             raise VectorIndexError(
@@ -257,12 +243,9 @@ def rank_phase(state: BatchState) -> Plan:
 
 
 def write_phase(state: BatchState) -> Plan:
-    """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome``
-    (a failed write is reported in it, not raised).
-
-    The write time is read now, after the reads and the embedding call. Each put gets
-    its own millisecond, the last put "now", so newest-first lists a batch in op order.
-    """
+    """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome`` (a failed
+    write is reported in it). The time is read now, after the embedding call; each put gets its own
+    millisecond, the last put "now", so newest-first lists a batch in op order."""
     now = state.ctx.clock()
     put_ids = {p.id for p in state.put_list}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
