@@ -1,13 +1,9 @@
-"""Namespaces <-> stored fields, documents <-> Items, and value checks. No I/O.
+"""Namespaces <-> stored fields, documents <-> Items, and value checks (no I/O). An item is stored as::
 
-An item is stored as (DESIGN.md section 4)::
-
-    {_id: "<path>\\x00<key>", namespace: [...], path: "a.b.", depth: 2, key, value,
+    {_id: "<path>\\x00<key>", namespace: [...], path: "a.b.", depth: 2, ns_key, key, value,
      created_at, updated_at, expires_at?, ttl_minutes?, vectors?: [text_hash, ...]}
 
-Labels cannot hold ``.`` or NUL (LangGraph rejects both), so ``path`` is
-unambiguous and a namespace prefix is a string prefix of ``path``. A key may hold
-anything, so ``_id`` separates path and key with NUL, which no path contains.
+Labels hold no ``.`` nor NUL (LangGraph), so a prefix is a string prefix of ``path``, and NUL parts path and key.
 """
 
 from __future__ import annotations
@@ -45,10 +41,8 @@ ITEM_PROJECTION = {
 
 
 def as_namespace(namespace: Any, what: str = "namespace") -> tuple[str, ...]:
-    """Any sequence of labels as a tuple (PostgresStore and SqliteStore take lists too), a ``str`` refused.
-
-    Only the type is fixed here, once, at the edge (label rules are LangGraph's ``validate_op_namespace``).
-    """
+    """Any sequence of labels as a tuple (PostgresStore and SqliteStore take lists too), a ``str`` refused:
+    the type is fixed once, at the edge (label rules are LangGraph's ``validate_op_namespace``)."""
     if isinstance(namespace, tuple):
         return namespace
     if isinstance(namespace, (str, bytes)) or not isinstance(namespace, Sequence):
@@ -121,11 +115,8 @@ def as_utc(value: datetime) -> datetime:
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` with every ``bson.Int64`` back to the ``int`` the user put, every ``DBRef`` to its dict.
-
-    pymongo decodes BSON int64 as ``Int64`` (``bson._get_int64``), so ``2**31`` comes back as an
-    ``int`` subclass; InMemoryStore gives ``int``. Containers are copied only when something changed.
-    """
+    """``value`` with every ``bson.Int64`` (pymongo's int64: ``bson._get_int64``) back to the ``int`` the
+    user put, every ``DBRef`` to its dict; containers are copied only when something in them changed."""
     t = type(value)
     if t in _PLAIN_LEAVES:
         return value
@@ -182,12 +173,8 @@ _NESTS = f" nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per d
 
 
 def _bad_field_name(value: Any) -> str | None:
-    """The first field name (or string, or nesting) MongoDB would refuse, described, or None.
-
-    Field names with ``$`` or ``.`` (JSON Schema's ``$ref``) are stored: MongoDB 5.0+ keeps them
-    in nested documents (source: manual, "Field Names with Periods and Dollar Signs"). Refused: a
-    name that is not a string or holds NUL, text that is not UTF-8, nesting over 100 levels.
-    """
+    """The first field name, string or nesting MongoDB would refuse, described, or None. Names with
+    ``$`` or ``.`` are stored (MongoDB 5.0+; manual: "Field Names with Periods and Dollar Signs")."""
     found = _first_bad(value, 0)
     if found is None:
         return None

@@ -41,11 +41,8 @@ class Count:
 
 @dataclass(frozen=True)
 class Write:
-    """One bulk write of requests on either collection -> ``WriteOutcome``.
-
-    One unordered client-level ``bulk_write`` on MongoDB 8.0+, else one unordered ``bulk_write``
-    per collection, the two at once; requests of one collection keep their order.
-    """
+    """One unordered bulk write (client-level on MongoDB 8.0+, else one per collection, the two at
+    once; a collection's requests keep their order) -> ``WriteOutcome``."""
 
     requests: tuple[WriteRequest, ...]
 

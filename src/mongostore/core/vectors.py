@@ -69,12 +69,9 @@ def newest_first(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass
 class Ranking:
-    """What ``VectorCache.rank`` found for a search's candidate items (``_id`` and ``vectors``).
-
-    ``scored``: the best items, best first (item id, score, field and hash of its best vector).
-    ``missing``: items listing a hash not held (fetch, then rank again); ``absent``: items none of
-    whose hashes is held. ``n_unscored`` candidates have no held vector (they follow, newest first).
-    """
+    """``rank``'s answer: ``scored`` (item id, score, field and hash of its best vector), best first;
+    ``missing``: items listing a hash not held (fetch, rank again); ``absent``: items none of whose
+    hashes is held; ``n_unscored`` candidates have no held vector (they follow, newest first)."""
 
     scored: list[tuple[str, float, str, str]]
     missing: list[str]
@@ -207,11 +204,8 @@ class VectorCache:
         k: int,
         gone: frozenset[tuple[str, str]] = frozenset(),
     ) -> Ranking:
-        """Rank candidate items (``_id`` and ``vectors``, the hashes they list) by their best held vector.
-
-        Exactly the best ``similarities(...)`` per item, top ``k`` (see ``_top``). ``gone``: pairs
-        known to have no vector document (not fetched again).
-        """
+        """Rank candidate items (``_id``, ``vectors``: the hashes they list) by their best held vector, exactly
+        (``_top``); ``gone``: pairs known to have no vector document (not fetched again)."""
         with self._lock:
             self.in_use = True
             row_of = self._row

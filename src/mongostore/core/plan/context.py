@@ -26,11 +26,8 @@ def write_clock() -> datetime:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What a plan needs to know about its store; frozen, no I/O handles.
-
-    ``now`` is the batch's read time (expiry cut-off); ``clock`` is read again when the writes
-    are built, so a batch that waited on a slow embedder writes no older ``updated_at`` than a later one.
-    """
+    """What a plan needs to know about its store (no I/O handles). ``now``: the read time (expiry cut-off);
+    ``clock`` is read again for the writes, so a batch that waited on its embedder writes no older dates."""
 
     items_name: str
     index: IndexSettings | None

@@ -44,12 +44,9 @@ class PendingSearch:
 
 @dataclass
 class BatchOutcome:
-    """What a batch did: every op's result, and what of its write failed.
-
-    ``failures``: (namespace, key) -> the server's message, per put or delete whose write was
-    rejected; ``stored``: those whose value landed and only whose vectors failed. ``write_error``:
-    what the whole write raised (network, write concern): the reads are answered, the writes unknown.
-    """
+    """Every op's result, and what of the write failed: ``failures`` (namespace, key) -> the server's
+    message, ``stored`` those whose value landed (only their vectors failed), ``write_error`` what the
+    whole write raised (network, write concern: the reads are answered, the writes unknown)."""
 
     results: list[Result]
     failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)

@@ -180,12 +180,8 @@ def check_sizes(
     index: IndexSettings,
     item_bytes: int,
 ) -> None:
-    """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
-
-    A vector document holds every ancestor path of its item, so 200 labels of 1 KB make one of
-    20 MB. From ``item_bytes`` (``SizedPut``) the item's size is exact arithmetic, and a vector
-    document is encoded only when its bound is over the limit.
-    """
+    """The item and each vector document (every ancestor path of the item: 200 labels of 1 KB make
+    20 MB) fit MongoDB's 16 MiB, from ``item_bytes`` by arithmetic, encoding only over the bound."""
     size = item_doc_bound(item_bytes, hashes)
     if size > MAX_VALUE_BYTES:
         raise InvalidValueError(

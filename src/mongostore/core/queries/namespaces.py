@@ -64,13 +64,9 @@ def list_namespaces_pipeline(
     limit: int | None = None,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Distinct namespaces (truncated to ``max_depth``) that satisfy the conditions.
-
-    Without ``limit``: all of them, for the client to sort (MongoDB sorts arrays by their smallest
-    element). With ``limit``: sorted and paged on the server by each group's smallest ``ns_key``,
-    which starts with the group's namespace's key, so the groups come out in tuple order.
-    ``sharded``: the conditions' literal prefix's ``_id`` range first, so mongos targets its shards.
-    """
+    """Distinct namespaces (truncated to ``max_depth``) meeting the conditions: all, for the client to sort,
+    or with ``limit`` paged on the server by each group's smallest ``ns_key`` (which sorts as the tuples).
+    ``sharded``: the conditions' literal prefix's ``_id`` range first, so mongos targets its shards."""
     match: dict[str, Any] = namespaces_match(conditions)
     if sharded:
         match = with_shard_range(match, literal_prefix(conditions))

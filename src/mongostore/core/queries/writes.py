@@ -21,10 +21,8 @@ Role = Literal["items", "vectors"]
 
 @dataclass(slots=True)
 class WriteRequest:
-    """One write of a bulk request, on the items or the vectors collection (the drivers make it a pymongo model).
-
-    Treated as immutable (``dataclasses.replace``) but not frozen: a frozen ``__init__`` costs ~1.7 us more.
-    """
+    """One write of a bulk request on either collection; immutable by convention (``dataclasses.replace``),
+    not frozen: a frozen ``__init__`` costs ~1.7 us more."""
 
     role: Role
     kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
@@ -102,10 +100,8 @@ def _float32_packer(dims: int) -> struct.Struct:
 
 
 def float32_vector(vector: Sequence[float] | npt.NDArray[np.floating[Any]]) -> Binary:
-    """A vector as a packed float32 BinData vector, byte for byte ``Binary.from_vector(..., FLOAT32)``'s.
-
-    A list is packed by one precompiled ``struct`` call (~3x faster than through numpy).
-    """
+    """A vector as a packed float32 BinData vector, byte for byte ``Binary.from_vector(..., FLOAT32)``'s
+    (a list packed by one precompiled ``struct`` call: ~3x faster than through numpy)."""
     if isinstance(vector, np.ndarray):
         with np.errstate(over="ignore"):
             m32 = np.ascontiguousarray(vector, dtype="<f4").reshape(-1)
@@ -133,11 +129,8 @@ def put_vector_request(
     ttl_minutes: float | None,
     iid: str = "",
 ) -> WriteRequest:
-    """Upsert of one vector document (one indexed field of an item); ``iid`` as in ``put_item_request``.
-
-    The embedding is stored as a packed float32 BinData vector (what Atlas indexes most
-    compactly): a third of an array of doubles, read by the local path without a float per number.
-    """
+    """Upsert of one vector document (one indexed field), its embedding a packed float32 BinData vector:
+    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``."""
     iid = iid or item_id(namespace, key)
     update = _retag_update(value_fields, now, ttl_minutes)
     update["$set"] = {
