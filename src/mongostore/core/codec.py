@@ -190,32 +190,26 @@ def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
         return None if obj.isascii() or not unencodable(obj) else ("the string at ", _BAD_STRING, [])
     if t in _LEAVES:
         return None
-    if depth > MAX_VALUE_DEPTH and isinstance(obj, (Mapping, list, tuple)):
+    is_map = t is dict or isinstance(obj, Mapping)
+    if not is_map and not isinstance(obj, (list, tuple)):
+        return None
+    if depth > MAX_VALUE_DEPTH:
         return "", _NESTS, []
-    if t is dict or isinstance(obj, Mapping):
-        for k, v in obj.items():
-            if type(k) is not str and not isinstance(k, str):
-                return f"field name {k!r} in ", " is not a string", []
-            if "\x00" in k:
-                return f"field name {k!r} in ", " contains a NUL byte", []
-            if not k.isascii() and unencodable(k):
-                return f"field name {k!r} in ", " is not valid UTF-8 (a lone surrogate)", []
-            tv = type(v)
-            if tv in _LEAVES or (tv is str and v.isascii()):
-                continue
-            found = _first_bad(v, depth + 1)
-            if found is not None:
-                found[2].append("." + k)
-                return found
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            tv = type(v)
-            if tv in _LEAVES or (tv is str and v.isascii()):
-                continue
-            found = _first_bad(v, depth + 1)
-            if found is not None:
-                found[2].append(f"[{i}]")
-                return found
+    for label, v in obj.items() if is_map else enumerate(obj):
+        if is_map:
+            if type(label) is not str and not isinstance(label, str):
+                return f"field name {label!r} in ", " is not a string", []
+            if "\x00" in label:
+                return f"field name {label!r} in ", " contains a NUL byte", []
+            if not label.isascii() and unencodable(label):
+                return f"field name {label!r} in ", " is not valid UTF-8 (a lone surrogate)", []
+        tv = type(v)
+        if tv in _LEAVES or (tv is str and v.isascii()):
+            continue
+        found = _first_bad(v, depth + 1)
+        if found is not None:
+            found[2].append(f".{label}" if is_map else f"[{label}]")
+            return found
     return None
 
 

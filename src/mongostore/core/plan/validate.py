@@ -149,10 +149,6 @@ def check_op(op: Op) -> Op:
     return op
 
 
-# BSON bytes one ancestor path in a vector document's ``ns_prefixes``.
-_PATH_ELEMENT = 17
-
-
 def item_doc_bound(item_bytes: int, hashes: list[str]) -> int:
     """Exactly ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
     if not hashes:
@@ -167,8 +163,8 @@ def vector_doc_bound(namespace: tuple[str, ...], item_bytes: int, field_bytes: i
     """At least the BSON size of the item's vector documents, from its item document's size: a vector
     document holds the id twice, the value's filter fields, every ancestor path (none longer than the
     item's), the field name, the vector and a few dates and names (256 bytes, as in the exact check)."""
-    path_bytes = len(namespace_path(namespace).encode())
-    return 64 + 2 * item_bytes + len(namespace) * (path_bytes + _PATH_ELEMENT) + 3 * field_bytes + dims * 4 + 256
+    path_bytes = len(namespace_path(namespace).encode()) + 17  # an ns_prefixes element: its text and 17 bytes
+    return 64 + 2 * item_bytes + len(namespace) * path_bytes + 3 * field_bytes + dims * 4 + 256
 
 
 def check_sizes(

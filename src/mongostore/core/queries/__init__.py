@@ -1,11 +1,6 @@
-"""Pure builders: filters, pipelines, write requests and index definitions (no I/O).
-
-User input reaches MQL only as *values* under operators written here: a filter's field names
-and operators are checked against an allow-list first, labels are ``re.escape``-d in a ``$regex``.
-The package holds the public names of its six modules: ``namespaces`` (prefix and expiry
-filters, the list_namespaces pipeline), ``filters`` (the search filter's allow-list),
-``vector_search`` (the ``$vectorSearch`` pipeline), ``writes`` (write requests), ``indexes``
-and ``sharding`` (shard-key ranges, targeted writes behind mongos).
+"""Pure builders: filters, pipelines, write requests and index definitions (no I/O); the package holds
+its six modules' public names. User input reaches MQL only as values under operators written here:
+a filter's names are checked against an allow-list, labels are ``re.escape``-d in a ``$regex``.
 """
 
 from mongostore.core.queries.filters import *  # noqa: F403
