@@ -233,7 +233,7 @@ def test_embed_phase_embeds_only_texts_whose_hash_changed() -> None:
     steps, _ = run(embed_phase(state), lambda step: emb.embed_documents(list(step.texts)))  # type: ignore[attr-defined]
     assert steps == [Embed(("new",))]
     assert set(state.packed) == {"new"}
-    assert state.put_texts == {
+    assert {p.id: p.texts for p in state.put_list if p.texts} == {
         item_id(("u",), "a"): {"text": ("same", text_hash("text", "same"))},
         item_id(("u",), "b"): {"text": ("new", text_hash("text", "new"))},
     }
@@ -249,7 +249,7 @@ def test_validate_phase_checks_the_vector_sizes_before_any_io() -> None:
 def test_embed_phase_asks_nothing_without_an_index() -> None:
     state = validate_phase([PutOp(("u",), "a", {"text": "x"})], context(with_index=False))
     assert run(embed_phase(state), no_steps) == ([], None)
-    assert state.put_texts == {}
+    assert [p.texts for p in state.put_list] == [{}]
 
 
 # --------------------------------------------------------------------------- rank
@@ -300,7 +300,7 @@ def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
 
 def test_write_phase_is_one_write_refreshes_then_vectors_then_items() -> None:
     state = validate_phase([PutOp(("u",), "a", {"text": "x"}), PutOp(("u",), "gone", None)], context())
-    state.put_texts = {item_id(("u",), "a"): {"text": ("x", "hx")}}
+    state.puts[("u",), "a"].texts = {"text": ("x", "hx")}
     state.packed = {"x": q.float32_vector([1.0, 0.0, 0.0, 0.0])}
     state.refresh = {"other": 5.0, item_id(("u",), "a"): 5.0}  # a put is not refreshed: it is rewritten
     state.refreshers = {"other": [3], item_id(("u",), "a"): [4]}

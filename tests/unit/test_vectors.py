@@ -102,12 +102,12 @@ def test_only_listed_pairs_count_and_missing_hashes_are_reported() -> None:
         v.tolist(), [{"_id": "b", "vectors": ["h3"], "updated_at": 2}], "cosine", 10, frozenset({("b", "h3")})
     )
     assert gone.missing == []  # known to have no vector document: not fetched again
-    cache.add("b", "f", "h3", v * 2)
+    cache.add_many([("b", "f", "h3", v * 2)])
     assert len(cache) == 3
     cache.forget("a")
     cache.drop([("b", "h2")])
     assert len(cache) == 1
-    cache.add("d", "f", "h4", v)
+    cache.add_many([("d", "f", "h4", v)])
     assert len(cache) == 2 and cache._n == 3  # a released row was reused
 
 
@@ -171,7 +171,7 @@ def test_shared_by_threads_every_ranking_is_consistent() -> None:
 def test_a_stored_embedding_of_the_wrong_size_is_named() -> None:
     cache = VectorCache(DIMS)
     with pytest.raises(ValueError, match=r"item 'x' has 3 dimensions; index\['dims'\] is 16"):
-        cache.add("x", "f", "h", [1.0, 2.0, 3.0])
+        cache.add_many([("x", "f", "h", [1.0, 2.0, 3.0])])
 
 
 def test_packing_matches_binary_from_vector() -> None:

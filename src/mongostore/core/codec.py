@@ -1,13 +1,9 @@
-"""Namespaces <-> stored fields, documents <-> Items, and value checks. No I/O.
+"""Namespaces <-> stored fields, documents <-> Items, and value checks (no I/O). An item is stored as::
 
-An item is stored as (DESIGN.md section 4)::
-
-    {_id: "<path>\\x00<key>", namespace: [...], path: "a.b.", depth: 2, key, value,
+    {_id: "<path>\\x00<key>", namespace: [...], path: "a.b.", depth: 2, ns_key, key, value,
      created_at, updated_at, expires_at?, ttl_minutes?, vectors?: [text_hash, ...]}
 
-Labels cannot hold ``.`` or NUL (LangGraph rejects both), so ``path`` is
-unambiguous and a namespace prefix is a string prefix of ``path``. A key may hold
-anything, so ``_id`` separates path and key with NUL, which no path contains.
+Labels hold no ``.`` nor NUL (LangGraph), so a prefix is a string prefix of ``path``, and NUL parts path and key.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import bson
@@ -27,14 +23,10 @@ from langgraph.store.base import InvalidNamespaceError, Item, SearchItem, get_te
 
 from mongostore.errors import InvalidValueError
 
-# The server's document limit. An item document holds the key, the namespace three
-# times (array, path, ns_key), the dates, the TTL fields and the text hashes besides the
-# value: item_doc_size() counts every one of them exactly, so the whole stored document
-# is held to the limit (no allowance that long labels could exceed).
+# The server's document limit; item_doc_size() counts every field of an item document exactly.
 MAX_DOC_BYTES = 16 * 1024 * 1024
 MAX_VALUE_BYTES = MAX_DOC_BYTES  # the limit an item document (its value and the rest) is held to
-# The server refuses documents nested deeper than 100 levels; the stored document is
-# one level and ``value`` another, so the value's own containers may nest 98 deep.
+# The server refuses nesting over 100 levels: the document and ``value`` are two of them.
 MAX_VALUE_DEPTH = 98
 
 ITEM_PROJECTION = {
@@ -49,12 +41,8 @@ ITEM_PROJECTION = {
 
 
 def as_namespace(namespace: Any, what: str = "namespace") -> tuple[str, ...]:
-    """Any sequence of labels as a tuple (PostgresStore and SqliteStore take lists too).
-
-    A ``str`` is a sequence of characters, not of labels: refused. Label rules
-    themselves are LangGraph's (``validate_op_namespace``); this only fixes the type,
-    once, at the edge, so caches and dict keys downstream always see tuples.
-    """
+    """Any sequence of labels as a tuple (PostgresStore and SqliteStore take lists too), a ``str`` refused:
+    the type is fixed once, at the edge (label rules are LangGraph's ``validate_op_namespace``)."""
     if isinstance(namespace, tuple):
         return namespace
     if isinstance(namespace, (str, bytes)) or not isinstance(namespace, Sequence):
@@ -78,12 +66,8 @@ def namespace_path(namespace: tuple[str, ...]) -> str:
 
 
 def namespace_key(namespace: tuple[str, ...] | list[str]) -> str:
-    """The labels joined with NUL: strings that sort exactly as LangGraph's namespace tuples.
-
-    No label contains NUL (LangGraph rejects it) and NUL sorts before every other
-    character, so ``("a",) < ("a", "b") < ("a-b",) < ("ab",)`` holds for the keys too,
-    by code point in Python and by UTF-8 bytes (MongoDB's binary string order) alike.
-    """
+    """The labels joined with NUL, which no label holds and which sorts before every other character:
+    the keys sort as the tuples do (``("a",) < ("a", "b") < ("a-b",)``), by code point and by UTF-8 bytes."""
     return "\x00".join(namespace)
 
 
@@ -120,11 +104,8 @@ _NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def as_utc(value: datetime) -> datetime:
-    """Stored dates come back naive (UTC) unless the client is tz_aware; make them aware.
-
-    Every item read converts two dates: a naive one goes by date arithmetic (~60 ns,
-    against ~600 ns for ``replace(tzinfo=...)``), one already in ``timezone.utc`` as is.
-    """
+    """Stored dates come back naive (UTC) unless the client is tz_aware; make them aware
+    (by date arithmetic: ~60 ns against ~600 ns for ``replace(tzinfo=...)``, twice per item read)."""
     tz = value.tzinfo
     if tz is None:
         return _EPOCH + (value - _NAIVE_EPOCH)
@@ -133,22 +114,9 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-def epoch_ms(value: datetime) -> int:
-    """A stored date (naive UTC or aware) as exact milliseconds since the epoch (BSON dates
-    keep milliseconds): a sort key that no local time zone can shift."""
-    return (as_utc(value) - _EPOCH) // timedelta(milliseconds=1)
-
-
 def plain_value(value: Any) -> Any:
-    """``value`` with every ``bson.Int64`` in it back to the ``int`` the user put
-    (and every ``DBRef`` back to the dict it was).
-
-    pymongo stores a Python int outside int32 as BSON int64 and decodes int64 as
-    ``Int64`` (``bson._get_int64``), so on any real server ``2**31`` comes back as an
-    ``int`` subclass; mongomock and InMemoryStore give back ``int``. Containers are
-    copied only when something in them changed, so the common case allocates nothing;
-    leaves are told by their exact type, without a call each (every read walks its values).
-    """
+    """``value`` with every ``bson.Int64`` (pymongo's int64: ``bson._get_int64``) back to the ``int`` the
+    user put, every ``DBRef`` to its dict; containers are copied only when something in them changed."""
     t = type(value)
     if t in _PLAIN_LEAVES:
         return value
@@ -169,8 +137,7 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, Int64):
         return int(value)
     if isinstance(value, DBRef):
-        # pymongo decodes a subdocument holding "$ref" and "$id" as a DBRef; the user put a
-        # dict (a JSON Schema with both keywords, say) and gets the dict back.
+        # pymongo decodes a subdocument holding "$ref" and "$id" as a DBRef: the user put a dict.
         return plain_value(dict(value.as_doc()))
     return value
 
@@ -205,71 +172,48 @@ _LEAVES = frozenset({int, float, bool, type(None), datetime, Int64})
 _NESTS = f" nests deeper than {MAX_VALUE_DEPTH} levels; MongoDB allows 100 per document"
 
 
-def _bad_field_name(obj: Any, where: str = "value", depth: int = 0) -> str | None:
-    """The first field name (or string, or nesting) MongoDB would refuse, described, or None.
-
-    Field names that start with ``$`` or hold ``.`` (JSON Schema's ``$ref``, ``$schema``)
-    are stored: MongoDB 5.0+ keeps them in nested documents written by an insert, an
-    upsert or an update pipeline (the item's ``value`` goes in as a ``$literal``; manual:
-    "Field Names with Periods and Dollar Signs"). What it cannot store is refused: a
-    field name that is not a string or holds NUL, text that is not UTF-8, nesting over
-    100 levels. Filters cannot name such fields (``queries.filters``).
-
-    The path to it (``value.a[0].b``) is built only once something is found: a put's
-    value is walked on every write, and most are fine.
-    """
-    found = _first_bad(obj, depth)
+def _bad_field_name(value: Any) -> str | None:
+    """The first field name, string or nesting MongoDB would refuse, described, or None. Names with
+    ``$`` or ``.`` are stored (MongoDB 5.0+; manual: "Field Names with Periods and Dollar Signs")."""
+    found = _first_bad(value, 0)
     if found is None:
         return None
     before, after, trail = found
-    return before + where + "".join(reversed(trail)) + after
+    return before + "value" + "".join(reversed(trail)) + after
 
 
 def _first_bad(obj: Any, depth: int) -> tuple[str, str, list[str]] | None:
-    """``_bad_field_name``'s walk: the problem's words before and after the path, and the path, innermost first."""
+    """``_bad_field_name``'s walk: the words before and after the path, and the path, innermost first
+    (built only once something is found: every put's value is walked)."""
     t = type(obj)
-    if t is str:
+    if isinstance(obj, str):
         return None if obj.isascii() or not unencodable(obj) else ("the string at ", _BAD_STRING, [])
     if t in _LEAVES:
         return None
-    if t is dict or isinstance(obj, Mapping):
-        if depth > MAX_VALUE_DEPTH:
-            return "", _NESTS, []
-        for k, v in obj.items():
-            if type(k) is not str and not isinstance(k, str):
-                return f"field name {k!r} in ", " is not a string", []
-            if "\x00" in k:
-                return f"field name {k!r} in ", " contains a NUL byte", []
-            if not k.isascii() and unencodable(k):
-                return f"field name {k!r} in ", " is not valid UTF-8 (a lone surrogate)", []
-            tv = type(v)
-            if tv in _LEAVES or (tv is str and v.isascii()):
-                continue
-            found = _first_bad(v, depth + 1)
-            if found is not None:
-                found[2].append("." + k)
-                return found
-    elif isinstance(obj, (list, tuple)):
-        if depth > MAX_VALUE_DEPTH:
-            return "", _NESTS, []
-        for i, v in enumerate(obj):
-            tv = type(v)
-            if tv in _LEAVES or (tv is str and v.isascii()):
-                continue
-            found = _first_bad(v, depth + 1)
-            if found is not None:
-                found[2].append(f"[{i}]")
-                return found
-    elif isinstance(obj, str) and unencodable(obj):
-        return "the string at ", _BAD_STRING, []
+    is_map = t is dict or isinstance(obj, Mapping)
+    if not is_map and not isinstance(obj, (list, tuple)):
+        return None
+    if depth > MAX_VALUE_DEPTH:
+        return "", _NESTS, []
+    for label, v in obj.items() if is_map else enumerate(obj):
+        if is_map:
+            if type(label) is not str and not isinstance(label, str):
+                return f"field name {label!r} in ", " is not a string", []
+            if "\x00" in label:
+                return f"field name {label!r} in ", " contains a NUL byte", []
+            if not label.isascii() and unencodable(label):
+                return f"field name {label!r} in ", " is not valid UTF-8 (a lone surrogate)", []
+        tv = type(v)
+        if tv in _LEAVES or (tv is str and v.isascii()):
+            continue
+        found = _first_bad(v, depth + 1)
+        if found is not None:
+            found[2].append(f".{label}" if is_map else f"[{label}]")
+            return found
     return None
 
 
 _BAD_STRING = " is not valid UTF-8 (a lone surrogate)"
-
-
-# The stored name of namespace_key(); queries.namespaces.NS_KEY names the same field.
-_NS_KEY_FIELD = "ns_key"
 
 
 def item_doc_size(
@@ -279,20 +223,14 @@ def item_doc_size(
     hashes: Sequence[str] = (),
     ttl: bool = False,
 ) -> int:
-    """The exact BSON size of the item document ``queries.put_item_request`` stores.
-
-    Every stored field is encoded: ``_id``, ``namespace``, ``path``, ``depth``,
-    ``ns_key``, ``key``, ``value``, ``created_at``, ``updated_at``, with ``ttl``
-    ``expires_at`` and ``ttl_minutes``, and ``vectors`` when there are ``hashes`` (an
-    empty list removes the field). A date is 8 bytes whatever it holds, so placeholders
-    give the size of the document the server will hold.
-    """
+    """The exact BSON size of the item document ``queries.put_item_request`` stores: every field
+    is encoded (``ttl``: with ``expires_at`` and ``ttl_minutes``); a date is 8 bytes whatever it holds."""
     doc: dict[str, Any] = {
         "_id": item_id(namespace, key),
         "namespace": list(namespace),
         "path": namespace_path(namespace),
         "depth": len(namespace),
-        _NS_KEY_FIELD: namespace_key(namespace),
+        "ns_key": namespace_key(namespace),  # queries.namespaces.NS_KEY
         "key": key,
         "value": value,
         "created_at": _EPOCH,
@@ -304,16 +242,6 @@ def item_doc_size(
     if hashes:
         doc["vectors"] = list(hashes)
     return len(bson.encode(doc))
-
-
-def hashes_bytes(hashes: Sequence[str]) -> int:
-    """The exact BSON bytes a ``vectors: [hash, ...]`` field adds to a document (0 for none)."""
-    if not hashes:
-        return 0
-    # element: type byte, "vectors\0", then an array document: int32 length, per element
-    # (type byte, decimal index and NUL, int32 length, UTF-8 text and NUL), the final NUL.
-    elements = sum(1 + len(str(i)) + 1 + 4 + len(h.encode()) + 1 for i, h in enumerate(hashes))
-    return 1 + len("vectors") + 1 + 4 + elements + 1
 
 
 def check_value(namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False) -> dict[str, Any]:
@@ -353,11 +281,7 @@ def _plain_field(path: str) -> bool:
 
 
 def extract_texts(value: Mapping[str, Any], tokenized: list[tuple[str, list[str]]]) -> dict[str, str]:
-    """Indexed texts by vector field name, named as LangGraph names them.
-
-    A path that yields one text is named by the path, several texts by ``path.i``.
-    Missing fields yield nothing and are skipped.
-    """
+    """Indexed texts by vector field name, as LangGraph names them: ``path`` for one text, ``path.i`` for several."""
     out: dict[str, str] = {}
     for path, tokens in tokenized:
         if tokens == ["$"]:

@@ -1,8 +1,5 @@
-"""The scoping of user aggregation pipelines: the prefix's ``$match`` first, and a stage allow-list.
-
-A pure builder (no I/O): ``MongoStore.aggregate`` / ``AsyncMongoStore.aaggregate`` send what
-:func:`scoped_pipeline` returns. What a pipeline may hold is described in ``mongostore.tools.analytics``.
-"""
+"""The scoping of user aggregation pipelines (``MongoStore.aggregate``): the prefix's ``$match`` first,
+and a stage allow-list. What a pipeline may hold is described in ``mongostore.tools.analytics``."""
 
 from __future__ import annotations
 
@@ -14,16 +11,6 @@ from langgraph.store.base import InvalidNamespaceError
 
 from mongostore.core.queries import not_expired, prefix_filter, shard_range_filter
 from mongostore.errors import PipelineError
-
-__all__ = [
-    "ALLOWED_STAGES",
-    "FORBIDDEN_OPERATORS",
-    "FORBIDDEN_STAGES",
-    "MONGOMOCK_MISSING_STAGES",
-    "check_pipeline",
-    "scope_filter",
-    "scoped_pipeline",
-]
 
 #: Stages a user pipeline may hold: each reads only the documents flowing into it.
 ALLOWED_STAGES = frozenset(
@@ -95,10 +82,6 @@ FORBIDDEN_OPERATORS: Mapping[str, str] = {
 }
 
 
-def _stage_error(where: str, name: str, reason: str) -> PipelineError:
-    return PipelineError(f"pipeline {where} ({name}) is not allowed: {reason}")
-
-
 def _find_forbidden_operator(spec: Any) -> str | None:
     """The first forbidden operator name found anywhere in ``spec`` (keys, at any depth)."""
     if isinstance(spec, Mapping):
@@ -117,10 +100,8 @@ def _find_forbidden_operator(spec: Any) -> str | None:
 
 
 def check_pipeline(pipeline: Sequence[Mapping[str, Any]], _where: str = "") -> None:
-    """Raise ``PipelineError`` unless every stage (and ``$facet`` sub-pipeline) is allowed.
-
-    The message names the stage's position (0-based, in the pipeline you passed) and name.
-    """
+    """Raise ``PipelineError`` unless every stage (and ``$facet`` sub-pipeline) is allowed; the
+    message names the stage's position (0-based) and name."""
     if isinstance(pipeline, (str, bytes, Mapping)) or not isinstance(pipeline, Sequence):
         raise PipelineError(
             f"a pipeline{_where and ' at ' + _where} must be a list of stages, got {type(pipeline).__name__}"
@@ -132,11 +113,9 @@ def check_pipeline(pipeline: Sequence[Mapping[str, Any]], _where: str = "") -> N
         ((name, spec),) = stage.items()
         if not isinstance(name, str) or not name.startswith("$"):
             raise PipelineError(f"pipeline {where}: {name!r} is not a stage name (stage names start with '$')")
-        if name in FORBIDDEN_STAGES:
-            raise _stage_error(where, name, FORBIDDEN_STAGES[name])
-        if name not in ALLOWED_STAGES:
-            allowed = " ".join(sorted(ALLOWED_STAGES))
-            raise _stage_error(where, name, f"it is not on the allow-list ({allowed})")
+        if name in FORBIDDEN_STAGES or name not in ALLOWED_STAGES:
+            reason = FORBIDDEN_STAGES.get(name, f"it is not on the allow-list ({' '.join(sorted(ALLOWED_STAGES))})")
+            raise PipelineError(f"pipeline {where} ({name}) is not allowed: {reason}")
         if name == "$facet":
             if not isinstance(spec, Mapping) or not spec:
                 raise PipelineError(f"pipeline {where} ($facet) takes a dict of named sub-pipelines")
@@ -163,10 +142,8 @@ def _check_prefix(namespace_prefix: tuple[str, ...]) -> tuple[str, ...]:
 def scope_filter(
     namespace_prefix: tuple[str, ...], now: datetime | None = None, sharded: bool = False
 ) -> dict[str, Any]:
-    """The scoping ``$match`` filter: the prefix's anchored ``path`` regex, and unexpired when ``now``.
-
-    ``sharded`` (behind mongos): the prefix's ``_id`` range too, so mongos targets its shards.
-    """
+    """The scoping ``$match`` filter: the prefix's anchored ``path`` regex, unexpired when ``now``, and
+    ``sharded`` (behind mongos) the prefix's ``_id`` range, so mongos targets its shards."""
     prefix = _check_prefix(namespace_prefix)
     scope = prefix_filter(prefix)
     if sharded:
@@ -183,28 +160,22 @@ def scoped_pipeline(
     now: datetime | None = None,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """The pipeline to send: the scoping ``$match`` first, then the user's checked stages.
-
-    ``now`` (given by the store only when ``omit_expired`` is set) also leaves out items
-    whose ``expires_at`` has passed. Raises ``PipelineError`` for a refused stage or
-    operator, and ``InvalidNamespaceError`` for a malformed prefix.
+    """The pipeline to send: the scoping ``$match`` first (``now``: unexpired items only, given when
+    ``omit_expired`` is set), then the user's checked stages. Raises ``PipelineError`` for a refused
+    stage or operator, ``InvalidNamespaceError`` for a malformed prefix.
     """
     scope = scope_filter(namespace_prefix, now, sharded)
     # One deep copy, checked and then sent: what is sent is exactly what was checked,
     # whatever the caller's objects do afterwards (or on a second iteration).
-    stages: Any = _plain_copy(pipeline) if _is_stage_list(pipeline) else pipeline
+    stages: Any = pipeline if isinstance(pipeline, Mapping) else _plain_copy(pipeline)
     check_pipeline(stages)
     return [{"$match": scope}, *stages]
-
-
-def _is_stage_list(pipeline: Any) -> bool:
-    return isinstance(pipeline, Sequence) and not isinstance(pipeline, (str, bytes))
 
 
 def _plain_copy(obj: Any) -> Any:
     """``obj`` rebuilt from plain dicts and lists (tuples become lists, as BSON stores them)."""
     if isinstance(obj, Mapping):
         return {k: _plain_copy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) or _is_stage_list(obj):
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)):
         return [_plain_copy(v) for v in obj]
     return obj

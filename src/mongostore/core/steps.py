@@ -1,9 +1,4 @@
-"""The I/O steps a plan asks its driver to run, and what they answer.
-
-A plan is a generator: it yields one of these frozen step objects and receives
-the step's answer (or has the step's exception thrown into it). Only the drivers
-in ``mongostore.drivers`` turn steps into pymongo or embedder calls.
-"""
+"""The I/O steps a plan yields to its driver (``mongostore.drivers``), and what each answers."""
 
 from __future__ import annotations
 
@@ -12,31 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mongostore.core.queries import IndexSpec, Role, WriteRequest
-
-__all__ = [
-    "Aggregate",
-    "Capabilities",
-    "Count",
-    "CreateIndexes",
-    "CreateSearchIndex",
-    "DisableVectorSearch",
-    "Embed",
-    "EnsureCollection",
-    "Find",
-    "ListIndexes",
-    "ListSearchIndexes",
-    "Parallel",
-    "Probe",
-    "ServerCommand",
-    "ServerInfo",
-    "ShardCollection",
-    "ShardKeys",
-    "Sleep",
-    "Step",
-    "UpdateSearchIndex",
-    "Write",
-    "WriteOutcome",
-]
 
 
 @dataclass(frozen=True)
@@ -71,12 +41,8 @@ class Count:
 
 @dataclass(frozen=True)
 class Write:
-    """One bulk write of requests on either collection -> ``WriteOutcome``.
-
-    On MongoDB 8.0+ the driver sends them in one unordered client-level
-    ``bulk_write``; elsewhere one unordered ``bulk_write`` per collection, the two
-    at once. Requests of one collection keep their order within its bulk write.
-    """
+    """One unordered bulk write (client-level on MongoDB 8.0+, else one per collection, the two at
+    once; a collection's requests keep their order) -> ``WriteOutcome``."""
 
     requests: tuple[WriteRequest, ...]
 
@@ -107,10 +73,9 @@ class Parallel:
 class Capabilities:
     """What the server can do (``ServerInfo``) and whether searches use ``$vectorSearch`` (``Probe``).
 
-    ``search_commands``: the server answers search-index commands (None: not asked, or
-    it cannot tell, as servers before 7.1 that answer ``$listSearchIndexes`` with an empty
-    list). ``index_status``: the vector index's status when last asked (``MISSING`` when
-    absent). ``recheck``: the answer may change (index missing or building): ask again later.
+    ``search_commands``: the server answers search-index commands (None: not asked, or it cannot
+    tell, as servers before 7.1 that list none). ``index_status``: the vector index's, ``MISSING``
+    when absent. ``recheck``: the answer may change (index missing or building): ask again later.
     """
 
     server_version: str
@@ -138,11 +103,8 @@ class ServerInfo:
 
 @dataclass(frozen=True)
 class Probe:
-    """``ServerInfo`` plus the search state (``$listSearchIndexes``) -> ``Capabilities``.
-
-    Asked once per store and remembered; asked again after ``recheck_seconds`` while the
-    index is missing or building, and at once with ``refresh`` (after ``setup()``).
-    """
+    """``ServerInfo`` plus the search state (``$listSearchIndexes``) -> ``Capabilities``, remembered per
+    store; asked again after ``recheck_seconds`` while the index is missing or building, at once with ``refresh``."""
 
     index_name: str = ""
     refresh: bool = False

@@ -1,41 +1,33 @@
-"""The batch plan: a LangGraph batch as a short sequence of named phases.
-
-``batch_outcome_plan`` runs them in this order (DESIGN.md section 5), each a function
-of its own that yields the steps it needs and leaves its answers in the ``BatchState``:
-
-1. ``validate_phase``: every op checked and grouped, puts deduped (last wins); no I/O.
-2. ``query_phase``: the search path (``Probe``) and the queries' vectors (one ``Embed``).
-3. ``read_phase``: every read in one ``Parallel`` step, semantic searches included (so
-   reads see the state before the batch); ``$vectorSearch`` refusing falls back to local.
-4. ``answer_phase``: the reads' answers become results (or first pages of semantic searches).
-5. ``embed_phase``: the puts' new texts, one ``Embed`` call (sizes checked first).
-6. ``rank_phase``: the semantic searches ranked and paged (local or Atlas).
-7. ``write_phase``: one ``Write``: TTL refreshes, then vectors, then items.
-"""
+"""The batch plan: a LangGraph batch as a short sequence of phases, each a function that leaves
+its answers in the ``BatchState`` (what each does: docs/architecture.md, "The phases of a batch")."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
+from mongostore.core import retrieval as _retrieval
 from mongostore.core import retrieval_plan as modes
-from mongostore.core.codec import doc_to_search_item, extract_texts, item_id, text_hash
-from mongostore.core.plan.batch_reads import answer_phase, batch_reads
-from mongostore.core.plan.batch_writes import write_phase
-from mongostore.core.plan.context import Plan, PlanContext, embed_texts
+from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, extract_texts, item_id, text_hash
+from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext, embed_texts
+from mongostore.core.plan.paths import search_path
 from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
 from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
-from mongostore.core.steps import DisableVectorSearch, Parallel, Probe
+from mongostore.core.steps import Aggregate, DisableVectorSearch, Find, Parallel, Probe, Step, Write, WriteOutcome
 from mongostore.errors import VectorIndexError
 
 logger = logging.getLogger("mongostore")
+
+# (request index, item id, field, text hash, vector): what the vector cache learns once written.
+Cached = list[tuple[int, str, str, str, Any]]
 
 
 def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
@@ -58,10 +50,11 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 
 
 def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
-    """Check every op (``check_op``) before any I/O, and group them by kind."""
+    """Check every op (``check_op``) before any I/O, and group them by kind. The last put of an item
+    wins, in its place (puts are written in op order); its texts are found and sized then."""
     checked = [check_op(op) for op in ops]
-    results: list[Result] = [None] * len(checked)
-    state = BatchState(ctx, results)
+    last = {(op.namespace, op.key): pos for pos, op in enumerate(checked) if isinstance(op, PutOp)}
+    state = BatchState(ctx, [None] * len(checked))
     for pos, op in enumerate(checked):
         if isinstance(op, GetOp):
             state.gets.append((pos, op))
@@ -69,23 +62,15 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
             state.searches.append(PendingSearch(pos, op, semantic=bool(op.query) and ctx.index is not None))
         elif isinstance(op, ListNamespacesOp):
             state.listings.append((pos, op))
-        elif isinstance(op, PutOp):
-            # check_op gives a put with a value as a SizedPut, whose value is already a copy.
-            value = op.value if isinstance(op, SizedPut) or op.value is None else dict(op.value)
-            size = op.item_bytes if isinstance(op, SizedPut) else -1
-            found = op.texts if isinstance(op, SizedPut) else None
-            texts = found[1] if found is not None and found[0] is ctx.index else None
-            # Last wins, and takes the last op's place: a batch's puts are written in op order.
-            state.puts.pop((op.namespace, op.key), None)
-            state.puts[(op.namespace, op.key)] = PendingPut(
-                op.namespace, op.key, cast("dict[str, Any] | None", value), op.index, op.ttl, size, texts
-            )
-    if ctx.index is not None:
-        for p in state.put_list:
-            if p.texts is not None:
-                state.put_texts[p.id] = p.texts
-            elif p.value is not None:
-                state.put_texts[p.id] = indexed_texts(p.namespace, p.key, p.value, p.index, ctx.index, p.item_bytes)
+        elif isinstance(op, PutOp) and last[op.namespace, op.key] == pos:
+            value = cast("dict[str, Any] | None", op.value)  # check_op's checked copy (in a SizedPut), or None
+            texts: dict[str, tuple[str, str]] = {}
+            if isinstance(op, SizedPut) and value is not None and ctx.index is not None:
+                if op.texts is not None and op.texts[0] is ctx.index:  # found by AsyncMongoStore.aput
+                    texts = op.texts[1]
+                else:
+                    texts = indexed_texts(op.namespace, op.key, value, op.index, ctx.index, op.item_bytes)
+            state.puts[op.namespace, op.key] = PendingPut(op.namespace, op.key, value, op.ttl, texts)
     return state
 
 
@@ -95,7 +80,7 @@ def indexed_texts(
     value: dict[str, Any],
     fields: list[str] | bool | None,
     index: IndexSettings,
-    item_bytes: int = -1,
+    item_bytes: int,
 ) -> dict[str, tuple[str, str]]:
     """A put's ``{field: (text, text hash)}``, with the item's and its vectors' sizes checked
     (the hashes are stored on the item): a put too big fails here, before any I/O."""
@@ -108,36 +93,26 @@ def indexed_texts(
 
 
 def query_phase(state: BatchState) -> Plan:
-    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``).
-
-    Queries are embedded first, in one call: their searches can then join the batch's other reads.
-    """
-    semantic = state.semantic
+    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``,
+    first: their searches can then join the batch's other reads)."""
     index = state.index
-    queries: tuple[str, ...] = ()
-    if semantic:
-        assert index is not None
-        caps = yield Probe(index.index_name)
-        state.caps, state.use_atlas = caps, caps.vector_search
-        if modes.uses_modes(index):
-            modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
-        if index.auto_embed is None:  # automated embedding: Atlas embeds the query text
-            queries = tuple(str(s.op.query) for s in semantic)
-    if not queries:
+    if not state.semantic or index is None:
         return None
-    assert index is not None
-    vectors = yield from embed_texts(tuple(dict.fromkeys(queries)), index)
-    for s in semantic:
+    caps = yield Probe(index.index_name)
+    state.caps, state.use_atlas = caps, caps.vector_search
+    if modes.uses_modes(index):
+        modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
+    if index.auto_embed is not None:  # automated embedding: Atlas embeds the query text
+        return None
+    vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in state.semantic)), index)
+    for s in state.semantic:
         s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
     return None
 
 
 def read_phase(state: BatchState) -> Plan:
-    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first.
-
-    When ``$vectorSearch`` refuses (no search on this server, or an index still in its
-    first build), the store ranks locally from then on and the reads are asked again.
-    """
+    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first. When
+    ``$vectorSearch`` refuses, the store ranks locally from then on and the reads are asked again."""
     while True:
         reads = batch_reads(state)
         try:
@@ -151,6 +126,43 @@ def read_phase(state: BatchState) -> Plan:
     return answers
 
 
+def batch_reads(state: BatchState) -> list[Step]:
+    """Every read of a batch, in the order ``answer_phase`` consumes the answers: gets, searches,
+    listings, the puts' stored hashes."""
+    ctx = state.ctx
+    cutoff = ctx.expiry_cutoff
+    reads: list[Step] = []
+    if state.gets:
+        ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in state.gets))
+        filt: dict[str, Any] = {"_id": {"$in": ids}}
+        if cutoff is not None:
+            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
+    for s in state.searches:
+        if s.op.limit == 0:
+            continue
+        if not s.semantic:
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.sharded)
+            reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
+        else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
+            s.path = search_path(state)
+            first = s.path.reads(s, state)
+            s.n_reads = len(first)
+            reads.extend(first)
+    for _, lop in state.listings:
+        if lop.limit == 0:
+            continue
+        pipeline = q.list_namespaces_pipeline(
+            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.sharded
+        )
+        reads.append(Aggregate("items", pipeline))
+    if ctx.index is not None and state.puts:
+        filt = {"item_id": {"$in": [p.id for p in state.put_list]}}
+        projection = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1}
+        reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
+    return reads
+
+
 def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
@@ -161,7 +173,6 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
             state.caps = caps
             return
     if is_index_unavailable(exc):
-        # The index is still in its first build (or failed it): mongot refuses queries.
         why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
         if index.vector_search == "atlas":
             raise VectorIndexError(
@@ -179,38 +190,158 @@ def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
         state.caps = yield Probe()  # its detail now says why (a mode may need to name it)
 
 
+def answer_phase(state: BatchState, answers: list[Any]) -> None:
+    """The reads' answers (last read first, from ``read_phase``) as results, the first answers of
+    semantic searches (for ``rank_phase``) and the puts' stored hashes."""
+    if state.gets:
+        by_id = {doc["_id"]: doc for doc in answers.pop()}
+        for pos, gop in state.gets:
+            found = by_id.get(item_id(gop.namespace, gop.key))
+            state.results[pos] = doc_to_item(found) if found else None
+            state.note_refresh(pos, [found] if found else [], gop.refresh_ttl)
+    for s in state.searches:
+        if s.op.limit == 0:
+            state.results[s.pos] = []
+        elif s.semantic:
+            s.first = [answers.pop() for _ in range(s.n_reads)]
+        else:
+            docs = answers.pop()
+            state.results[s.pos] = [doc_to_search_item(d) for d in docs]
+            state.note_refresh(s.pos, docs, s.op.refresh_ttl)
+    for pos, lop in state.listings:
+        state.results[pos] = [] if lop.limit == 0 else [tuple(d["_id"]) for d in answers.pop()]
+    if state.index is not None and state.puts:
+        for doc in answers.pop():
+            state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
+
+
 def embed_phase(state: BatchState) -> Plan:
-    """One ``Embed`` call for the puts' texts not stored under the same hash."""
-    to_embed = put_texts_to_embed(state)
+    """One ``Embed`` call for the puts' texts not stored under the same hash (none with automated
+    embedding: Atlas embeds the stored texts at index time)."""
+    index = state.index
+    if index is None or index.auto_embed is not None:
+        return None
+    to_embed: dict[str, None] = {}
+    for p in state.put_list:
+        old = state.stored.get(p.id, {})
+        for fname, (text, h) in p.texts.items():
+            if old.get(fname) != h:
+                to_embed.setdefault(text)
     if to_embed:
-        assert state.index is not None
-        embedded = yield from embed_texts(to_embed, state.index)
+        embedded = yield from embed_texts(tuple(to_embed), index)
         state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
     return None
 
 
-def put_texts_to_embed(state: BatchState) -> tuple[str, ...]:
-    """The puts' texts (``validate_phase`` found them) not stored under the same hash."""
-    index = state.index
-    if index is None:
-        return ()
-    to_embed: dict[str, None] = {}
-    for iid, texts in state.put_texts.items():
-        old = state.stored.get(iid, {})
-        for fname, (text, h) in texts.items():
-            if old.get(fname) != h:
-                to_embed.setdefault(text)
-    if index.auto_embed is not None:
-        return ()  # Atlas embeds the stored texts at index time
-    return tuple(to_embed)
-
-
 def rank_phase(state: BatchState) -> Plan:
-    """Rank and page each semantic search; ask Atlas again when a page came back short."""
+    """Rank and page each semantic search by its search path."""
     for s in state.semantic:
         docs_scores = yield from s.path.rank(s, state, s.first)
         state.results[s.pos] = [doc_to_search_item(d, score) for d, score in docs_scores]
-        state.note_refresh(
-            [d for d, _ in docs_scores], s.op.refresh_ttl, lambda d: item_id(tuple(d["namespace"]), d["key"]), s.pos
-        )
+        state.note_refresh(s.pos, [d for d, _ in docs_scores], s.op.refresh_ttl)
     return None
+
+
+def write_phase(state: BatchState) -> Plan:
+    """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome`` (a failed
+    write is reported in it). The time is read now, after the embedding call; each put gets its own
+    millisecond, the last put "now", so newest-first lists a batch in op order."""
+    now = state.ctx.clock()
+    put_ids = {p.id for p in state.put_list}
+    refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
+    by_ttl: dict[float, list[str]] = {}
+    for iid, ttl in refresh.items():
+        by_ttl.setdefault(ttl, []).append(iid)
+    requests = q.refresh_ttl_requests("items", by_ttl, now)
+    if state.index is not None:
+        requests += q.refresh_ttl_requests("vectors", by_ttl, now, id_field="item_id")
+    cached = _put_requests(state, now, requests)
+    if state.ctx.sharded:  # vector writes carry their shard key, item_id (same order, same length)
+        requests = q.targeted_writes(requests)
+    outcome = BatchOutcome(state.results, refreshing={pos for iid in refresh for pos in state.refreshers[iid]})
+    if not requests:
+        return outcome
+    try:
+        written: WriteOutcome = yield Write(tuple(requests))
+    except Exception as exc:
+        outcome.write_error = exc
+        return outcome
+    _record(state, outcome, requests, written, cached)
+    return outcome
+
+
+def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteRequest]) -> Cached:
+    """Append the puts' and deletes' vector writes, then their item writes, to ``requests``;
+    returns the new vectors for the store's vector cache once their writes land."""
+    index, cache = state.index, state.ctx.vector_cache
+    item_requests: list[q.WriteRequest] = []
+    cached: Cached = []
+    ms = timedelta(milliseconds=1)
+    at = now - ms * len(state.puts)
+    for p in state.put_list:
+        at += ms
+        if p.value is None:
+            if cache is not None:
+                cache.forget(p.id)
+            reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
+            requests.extend(r for r in reqs if r.role == "vectors")
+            item_requests.extend(r for r in reqs if r.role == "items")
+            continue
+        hashes = _vector_requests(state, p, at, requests, cached) if index is not None else None
+        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, at, p.ttl, hashes, p.id))
+    requests.extend(item_requests)
+    return cached
+
+
+def _vector_requests(
+    state: BatchState, p: PendingPut, now: datetime, requests: list[q.WriteRequest], cached: Cached
+) -> list[str]:
+    """Append one put's vector writes (new texts, pruned fields, retagged unchanged ones); return its hashes."""
+    index = state.index
+    assert index is not None and p.value is not None
+    old = state.stored.get(p.id, {})
+    filter_values = q.filter_field_values(p.value, index.filter_fields)
+    hashes: list[str] = []
+    unchanged = False
+    for fname, (text, h) in p.texts.items():
+        hashes.append(h)
+        if old.get(fname) == h:
+            unchanged = True
+            continue
+        if index.auto_embed is not None:
+            req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl, p.id)
+            req = _retrieval.auto_vector_request(req, text)
+        else:
+            vec = state.packed[text]
+            cached.append((len(requests), p.id, fname, h, vec))
+            req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id)
+            if index.stores_text:
+                req = _retrieval.with_text(req, text)
+        requests.append(req)
+    if old and not p.texts.keys() >= old.keys():
+        requests.append(q.prune_vectors_request(p.namespace, p.key, list(p.texts)))
+    if unchanged:
+        requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, now, p.ttl))
+    return hashes
+
+
+def _record(
+    state: BatchState, outcome: BatchOutcome, requests: list[q.WriteRequest], written: WriteOutcome, cached: Cached
+) -> None:
+    """What the write's answer means: the vector cache learns what landed, failures are noted per item."""
+    cache = state.ctx.vector_cache
+    if cache is not None and cache.in_use and cached:  # (Atlas-only stores: no)
+        failed = {idx for idx, _ in written.errors}
+        cache.add_many([(iid, f, h, vec) for idx, iid, f, h, vec in cached if idx not in failed])
+    item_failed: set[tuple[tuple[str, ...], str]] = set()
+    for idx, msg in sorted(written.errors):
+        req = requests[idx]
+        if req.item is None:
+            logger.warning("a TTL refresh write failed: %s", msg)
+            continue
+        outcome.failures.setdefault(req.item, msg)
+        if req.role == "items":
+            item_failed.add(req.item)
+    # A put whose item write landed and only whose vector write failed: its value is
+    # stored, listing hashes with no vectors (unscored until their next put re-embeds).
+    outcome.stored = {t for t in outcome.failures if t not in item_failed and state.puts[t].value is not None}

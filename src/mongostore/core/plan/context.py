@@ -26,13 +26,8 @@ def write_clock() -> datetime:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What a plan needs to know about its store; frozen, no I/O handles.
-
-    ``now`` is the batch's read time (expiry cut-off); ``clock`` is read again when
-    the writes are built, after the reads and the embedding call, so a batch that
-    waited on a slow embedder does not write an older ``updated_at`` than one that
-    started after it.
-    """
+    """What a plan needs to know about its store (no I/O handles). ``now``: the read time (expiry cut-off);
+    ``clock`` is read again for the writes, so a batch that waited on its embedder writes no older dates."""
 
     items_name: str
     index: IndexSettings | None
@@ -56,11 +51,8 @@ class PlanContext:
 
 
 def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
-    """One embedding call; checks the embedder's answer before anything is written.
-
-    Returns ``{text: vector}``, each as the embedder gave it (no float conversion here:
-    puts pack it straight to float32, queries take plain floats).
-    """
+    """One embedding call, its answer checked before anything is written; returns ``{text: vector}``,
+    each as the embedder gave it (puts pack it straight to float32, queries take plain floats)."""
     embedded = yield Embed(texts)
     if len(embedded) != len(texts):
         raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")

@@ -1,8 +1,7 @@
-"""The state a batch's phases share, and what a batch reports (``BatchOutcome``)."""
+"""The state a batch's phases share (``BatchState``), and what a batch reports (``BatchOutcome``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +20,9 @@ class PendingPut:
 
     namespace: tuple[str, ...]
     key: str
-    value: dict[str, Any] | None  # None = delete
-    index: list[str] | bool | None
+    value: dict[str, Any] | None
     ttl: float | None
-    item_bytes: int = -1  # the checked value's item_doc_size without hashes (-1: not known)
-    texts: dict[str, tuple[str, str]] | None = None  # its indexed texts, when already found and checked
+    texts: dict[str, tuple[str, str]]  # its indexed texts, {field: (text, text hash)}
     id: str = ""
 
     def __post_init__(self) -> None:
@@ -47,13 +44,9 @@ class PendingSearch:
 
 @dataclass
 class BatchOutcome:
-    """What a batch did: every op's result, and what of its write failed.
-
-    ``failures`` maps (namespace, key) to the server's message for each put or delete
-    with a rejected write; ``stored`` holds those whose value landed and only whose
-    vectors failed. ``write_error`` is an exception the whole write raised (a network
-    error, a write-concern error): the batch's reads are answered, its writes unknown.
-    """
+    """Every op's result, and what of the write failed: ``failures`` (namespace, key) -> the server's
+    message, ``stored`` those whose value landed (only their vectors failed), ``write_error`` what the
+    whole write raised (network, write concern: the reads are answered, the writes unknown)."""
 
     results: list[Result]
     failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
@@ -62,12 +55,8 @@ class BatchOutcome:
     refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
 
     def error_for(self, pos: int, op: Op) -> Exception | None:
-        """The exception the caller of op ``pos`` must see, or None when its op succeeded.
-
-        A write that failed as a whole concerns the puts and deletes, and the reads whose
-        TTL refresh was part of it; a per-item rejection concerns that item's put only
-        (a failed refresh of one item is logged, as in the sync store).
-        """
+        """The exception the caller of op ``pos`` must see, or None: a whole write's error concerns
+        the puts and the reads whose refresh it held; a rejected item, its put only."""
         if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
             return self.write_error
         if not isinstance(op, PutOp):
@@ -86,14 +75,7 @@ class BatchOutcome:
 
 @dataclass
 class BatchState:
-    """What the phases of ``batch_outcome_plan`` hand on to each other.
-
-    ``validate_phase`` fills the ops (grouped by kind, puts deduped, last wins);
-    ``query_phase`` the search path (``use_atlas``, ``caps``) and the query vectors;
-    ``read_phase``/``answer_phase`` the results of reads, the first answers of semantic
-    searches and the stored vector hashes of the puts; ``embed_phase`` the puts' texts
-    and new vectors; ``rank_phase`` the semantic results; TTL refreshes are noted on the way.
-    """
+    """What the phases of ``batch_outcome_plan`` hand on to each other (filled in phase order)."""
 
     ctx: PlanContext
     results: list[Result]
@@ -101,11 +83,10 @@ class BatchState:
     searches: list[PendingSearch] = field(default_factory=list)
     listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
-    use_atlas: bool = False
+    use_atlas: bool = False  # query_phase: the search path
     caps: Capabilities | None = None
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
-    put_texts: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # id -> {field: (text, hash)}
-    packed: dict[str, Any] = field(default_factory=dict)  # text -> its float32 BinData vector
+    packed: dict[str, Any] = field(default_factory=dict)  # text -> its new float32 BinData vector
     refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl
     refreshers: dict[str, list[int]] = field(default_factory=dict)  # item id -> positions of reads refreshing it
 
@@ -122,14 +103,12 @@ class BatchState:
     def put_list(self) -> list[PendingPut]:
         return list(self.puts.values())
 
-    def note_refresh(
-        self, docs: list[dict[str, Any]], wanted: bool, id_of: Callable[[dict[str, Any]], str], pos: int
-    ) -> None:
-        """Read ``pos`` asked to refresh the TTL of the items it returned (``docs``)."""
+    def note_refresh(self, pos: int, docs: list[dict[str, Any]], wanted: bool) -> None:
+        """Read ``pos`` returned ``docs``; with ``refresh_ttl`` (``wanted``) the write refreshes their TTLs."""
         if not wanted:
             return
         for doc in docs:
             if doc.get("ttl_minutes") is not None:
-                iid = id_of(doc)
+                iid = item_id(tuple(doc["namespace"]), doc["key"])
                 self.refresh[iid] = float(doc["ttl_minutes"])
                 self.refreshers.setdefault(iid, []).append(pos)

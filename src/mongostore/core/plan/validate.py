@@ -25,8 +25,6 @@ from mongostore.core.codec import (
     ancestor_paths,
     as_namespace,
     check_value_sized,
-    hashes_bytes,
-    item_doc_size,
     item_id,
     namespace_path,
     unencodable,
@@ -46,9 +44,8 @@ def _check_labels(namespace: tuple[str, ...]) -> None:
     """LangGraph's label rules and ours (UTF-8); a namespace that passed once is remembered."""
     try:
         _labels_ok(namespace)
-    except TypeError:  # an unhashable label: LangGraph's own rule refuses it, uncached
-        validate_op_namespace(GetOp(namespace, ""))
-        _check_utf8_labels(namespace)
+    except TypeError:  # an unhashable label: checked uncached (LangGraph's rule refuses it)
+        _labels_ok.__wrapped__(namespace)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -79,7 +76,7 @@ def _check_key(namespace: tuple[str, ...], key: Any) -> None:
         raise InvalidValueError(namespace, key, "the key is not valid UTF-8 (a lone surrogate)")
 
 
-def check_ttl(namespace: tuple[str, ...], key: str, ttl: Any) -> None:
+def _check_ttl(namespace: tuple[str, ...], key: str, ttl: Any) -> None:
     if ttl is None:
         return
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
@@ -90,109 +87,84 @@ def check_ttl(namespace: tuple[str, ...], key: str, ttl: Any) -> None:
         )
 
 
-def normalize_op(op: Op) -> Op:
-    """The op with every namespace (and match path) as a tuple; lists are accepted at the edge."""
-    if isinstance(op, (GetOp, PutOp)):
-        ns = as_namespace(op.namespace)
-        return op if ns is op.namespace else op._replace(namespace=ns)
-    if isinstance(op, SearchOp):
-        ns = as_namespace(op.namespace_prefix, "namespace prefix")
-        return op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
-    if isinstance(op, ListNamespacesOp) and op.match_conditions:
-        conds = tuple(
-            c if isinstance(c.path, tuple) else c._replace(path=as_namespace(c.path, "match path"))
-            for c in op.match_conditions
-        )
-        return op._replace(match_conditions=conds)
-    return op
-
-
-def _validate(op: Op) -> None:
-    if isinstance(op, PutOp):
-        # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the
-        # op's (LangGraph 4.3: "write-only rules belong to put, not to op validation");
-        # InMemoryStore and the Agent Server write such ops through batch().
-        _check_labels(op.namespace)  # (LangGraph's validate_op_namespace included)
-        _check_key(op.namespace, op.key)
-        if op.index not in (None, False) and not (
-            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
-        ):
-            raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
-        check_ttl(op.namespace, op.key, op.ttl)
-    elif isinstance(op, (GetOp, SearchOp, ListNamespacesOp)):
-        if isinstance(op, GetOp):
-            _check_labels(op.namespace)
-            _check_key(op.namespace, op.key)
-        if isinstance(op, SearchOp) and op.namespace_prefix:
-            _check_labels(op.namespace_prefix)
-        if isinstance(op, ListNamespacesOp):
-            validate_op_namespace(op)  # the match paths (LangGraph allows "*" wildcards in them)
-            for cond in op.match_conditions or ():
-                _check_utf8_labels(cond.path)
-        if isinstance(op, (SearchOp, ListNamespacesOp)):
-            _check_paging(op)
-        if isinstance(op, ListNamespacesOp):
-            if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 0):
-                raise ValueError(f"max_depth must be a non-negative int or None, got {op.max_depth!r}")
-            for cond in op.match_conditions or ():
-                if cond.match_type not in ("prefix", "suffix"):
-                    raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
-    else:
-        raise ValueError(f"Unknown operation type: {type(op).__name__}")
-
-
 class SizedPut(PutOp):
-    """A put ``check_op`` passed: its value is the checked copy, ``item_bytes`` its item
-    document's exact ``item_doc_size`` (TTL fields included when the put has a ttl)
-    without text hashes (so the value is encoded once per put). ``texts``: the index it was
-    checked against and its ``{field: (text, text hash)}`` (``AsyncMongoStore.aput`` checks
-    before queueing; the batch then need not extract and hash them again)."""
+    """A put ``check_op`` passed: its value is the checked copy, ``item_bytes`` its item document's
+    exact ``item_doc_size`` without text hashes (TTL fields included), so the value is encoded once.
+    ``texts``: the index and ``{field: (text, text hash)}`` ``AsyncMongoStore.aput`` checked them for."""
 
     item_bytes: int = -1
     texts: tuple[Any, dict[str, tuple[str, str]]] | None = None
 
 
 def check_op(op: Op) -> Op:
-    """Every client-side check of one op: namespace, key, paging, filter, value, ttl, index.
-
-    Returns the op with its namespaces as tuples, a put with a value as a ``SizedPut``.
-    ``batch_plan`` runs it on each op before any I/O; ``AsyncMongoStore`` runs it before
-    an op is queued, so a bad call fails only its own caller (and the batch does not
-    check a ``SizedPut`` twice).
+    """Every client-side check of one op (namespace, key, paging, filter, value, ttl, index), before
+    any I/O; returns it with its namespaces as tuples (lists are accepted), a put with a value as a
+    ``SizedPut``. ``AsyncMongoStore`` runs it before queueing an op, so a bad call fails only its caller.
     """
     if type(op) is SizedPut:
         return op
-    op = normalize_op(op)
-    _validate(op)
-    if isinstance(op, SearchOp):
+    if isinstance(op, (GetOp, PutOp)):
+        ns = as_namespace(op.namespace)
+        op = op if ns is op.namespace else op._replace(namespace=ns)
+        _check_labels(ns)  # (LangGraph's validate_op_namespace included)
+        _check_key(ns, op.key)
+    if isinstance(op, PutOp):
+        # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the op's (LangGraph
+        # 4.3: "write-only rules belong to put, not to op validation"); InMemoryStore and the Agent
+        # Server write such ops through batch().
+        if op.index not in (None, False) and not (
+            isinstance(op.index, list) and all(isinstance(f, str) for f in op.index)
+        ):
+            raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
+        _check_ttl(op.namespace, op.key, op.ttl)
+        if op.value is not None:
+            value, size = check_value_sized(op.namespace, op.key, op.value, ttl=op.ttl is not None)
+            sized = SizedPut(op.namespace, op.key, value, op.index, op.ttl)
+            sized.item_bytes = size
+            return sized
+    elif isinstance(op, SearchOp):
+        ns = as_namespace(op.namespace_prefix, "namespace prefix")
+        op = op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
+        if ns:
+            _check_labels(ns)
+        _check_paging(op)
         q.value_filter(op.filter)
-    elif isinstance(op, PutOp) and op.value is not None:
-        value, size = check_value_sized(op.namespace, op.key, op.value, ttl=op.ttl is not None)
-        sized = SizedPut(op.namespace, op.key, value, op.index, op.ttl)
-        sized.item_bytes = size
-        return sized
+    elif isinstance(op, ListNamespacesOp):
+        conds = tuple(
+            c if isinstance(c.path, tuple) else c._replace(path=as_namespace(c.path, "match path"))
+            for c in op.match_conditions or ()
+        )
+        op = op._replace(match_conditions=conds) if op.match_conditions else op
+        validate_op_namespace(op)  # the match paths (LangGraph allows "*" wildcards in them)
+        for cond in conds:
+            _check_utf8_labels(cond.path)
+        _check_paging(op)
+        if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 0):
+            raise ValueError(f"max_depth must be a non-negative int or None, got {op.max_depth!r}")
+        for cond in conds:
+            if cond.match_type not in ("prefix", "suffix"):
+                raise InvalidFilterError(f"unknown match_type {cond.match_type!r}: use 'prefix' or 'suffix'")
+    elif not isinstance(op, GetOp):
+        raise ValueError(f"Unknown operation type: {type(op).__name__}")
     return op
-
-
-# BSON bytes one ancestor path in a vector document's ``ns_prefixes``.
-_PATH_ELEMENT = 17
 
 
 def item_doc_bound(item_bytes: int, hashes: list[str]) -> int:
     """Exactly ``item_doc_size`` with ``hashes``, from its size without them (no encoding)."""
-    return item_bytes + hashes_bytes(hashes)
+    if not hashes:
+        return item_bytes
+    # "vectors": type byte, name and NUL, then an array document: int32 length, per element
+    # (type byte, decimal index and NUL, int32 length, UTF-8 text and NUL), the final NUL.
+    elements = sum(1 + len(str(i)) + 1 + 4 + len(h.encode()) + 1 for i, h in enumerate(hashes))
+    return item_bytes + 1 + len("vectors") + 1 + 4 + elements + 1
 
 
 def vector_doc_bound(namespace: tuple[str, ...], item_bytes: int, field_bytes: int, dims: int) -> int:
-    """At least the BSON size of the item's vector documents, from its item document's size.
-
-    The item document holds the item id and the value whose filter fields are copied;
-    a vector document holds the id twice (``_id``, ``item_id``), those fields, every
-    ancestor path (none longer than the item's path), the field name, the vector and
-    a few dates and names (the 256 bytes the exact check also allows).
-    """
-    path_bytes = len(namespace_path(namespace).encode())
-    return 64 + 2 * item_bytes + len(namespace) * (path_bytes + _PATH_ELEMENT) + 3 * field_bytes + dims * 4 + 256
+    """At least the BSON size of the item's vector documents, from its item document's size: a vector
+    document holds the id twice, the value's filter fields, every ancestor path (none longer than the
+    item's), the field name, the vector and a few dates and names (256 bytes, as in the exact check)."""
+    path_bytes = len(namespace_path(namespace).encode()) + 17  # an ns_prefixes element: its text and 17 bytes
+    return 64 + 2 * item_bytes + len(namespace) * path_bytes + 3 * field_bytes + dims * 4 + 256
 
 
 def check_sizes(
@@ -202,20 +174,10 @@ def check_sizes(
     hashes: list[str],
     fields: list[str],
     index: IndexSettings,
-    item_bytes: int = -1,
-    ttl: bool = True,
+    item_bytes: int,
 ) -> None:
-    """The item and each vector document fit MongoDB's 16 MiB, checked before any write.
-
-    A vector document holds every ancestor path of its item (``ns_prefixes``), so 200
-    labels of 1 KB make one of 20 MB even for a small value. ``item_bytes`` is the exact
-    ``item_doc_size`` without hashes when known (``SizedPut``): the item's size with its
-    hashes is then exact arithmetic, and each vector document's is bounded from above and
-    encoded only when the bound is over the limit (so a put's value is encoded once, not
-    three times). ``ttl`` counts the TTL fields when ``item_bytes`` is not known.
-    """
-    if item_bytes < 0:
-        item_bytes = item_doc_size(namespace, key, value, ttl=ttl)
+    """The item and each vector document (every ancestor path of the item: 200 labels of 1 KB make
+    20 MB) fit MongoDB's 16 MiB, from ``item_bytes`` by arithmetic, encoding only over the bound."""
     size = item_doc_bound(item_bytes, hashes)
     if size > MAX_VALUE_BYTES:
         raise InvalidValueError(

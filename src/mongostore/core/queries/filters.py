@@ -76,13 +76,11 @@ def _reject_name(msg: str, name: str) -> InvalidFilterError:
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Filters nest through dicts, lists and $and/$or; deeper than this is refused up front
-# (MongoDB refuses documents nested over 100 levels, and the checks here recurse).
+# Deeper nesting (dicts, lists, $and/$or) is refused up front: MongoDB allows 100 levels, and the checks recurse.
 MAX_FILTER_DEPTH = 50
-# Operand types a filter may hold besides containers: what a stored value can hold and
-# compare by value. Python's Decimal, set, date, UUID and arbitrary objects have no BSON
-# encoding; compiled patterns and bson Regex would run a regex, which $regex is refused for.
-LITERAL_TYPES: tuple[type, ...] = (str, bool, int, float, datetime, type(None), ObjectId, Decimal128, bytes)
+# Operand types besides containers: what a stored value can hold and compare by value (Python's
+# Decimal, set or UUID have no BSON encoding; a compiled pattern or bson Regex would run a regex).
+SCALARS: tuple[type, ...] = (str, int, float, bool, datetime, type(None), ObjectId, Decimal128, bytes)
 
 
 class _NeverEqual(Exception):
@@ -90,11 +88,8 @@ class _NeverEqual(Exception):
 
 
 def _int_bounds(n: int) -> tuple[float, float]:
-    """The doubles ``lo <= n <= hi`` next to an int beyond int64 (``lo == hi`` when exact).
-
-    Stored numbers are int64 or double, so comparing with ``lo``/``hi`` gives exactly the
-    answer the comparison with ``n`` would: no stored number lies strictly between them.
-    """
+    """The doubles ``lo <= n <= hi`` next to an int beyond int64 (``lo == hi`` when exact): stored
+    numbers are int64 or double, so none lies strictly between them and comparisons stay exact."""
     try:
         f = float(n)
     except OverflowError:
@@ -107,11 +102,8 @@ def _int_bounds(n: int) -> tuple[float, float]:
 
 
 def _literal(value: Any, where: str, depth: int = 0) -> Any:
-    """An operand as BSON can send it, or ``InvalidFilterError`` naming what is wrong.
-
-    Operands are data: no ``$`` field names, no regex patterns, only types MongoDB stores.
-    An int beyond int64 becomes the double equal to it, or raises ``_NeverEqual``.
-    """
+    """An operand as BSON can send it (data: no ``$`` names, no regex), or ``InvalidFilterError``.
+    An int beyond int64 becomes the double equal to it, or raises ``_NeverEqual``."""
     if depth > MAX_FILTER_DEPTH:
         raise InvalidFilterError(f"filter {where}: nested deeper than {MAX_FILTER_DEPTH} levels")
     if isinstance(value, Mapping):
@@ -129,7 +121,7 @@ def _literal(value: Any, where: str, depth: int = 0) -> Any:
         return [_literal(v, where, depth + 1) for v in value]
     if isinstance(value, (re.Pattern, Regex)):
         raise InvalidFilterError(f"filter {where}: regex patterns are not allowed (a $regex in disguise)")
-    if not isinstance(value, LITERAL_TYPES):
+    if not isinstance(value, SCALARS):
         raise InvalidFilterError(
             f"filter {where}: a {type(value).__name__} cannot be compared with stored values "
             "(use a str, int, float, bool, datetime, None, list or dict)"
@@ -164,30 +156,20 @@ def _check_field_name(name: Any) -> str:
 
 
 NOT_ARRAY: dict[str, Any] = {"$not": {"$type": "array"}}
-SCALARS = (str, int, float, bool, datetime, type(None), ObjectId, Decimal128, bytes)
 # A condition no document meets: what equality with an operand no stored value equals becomes.
 NEVER: dict[str, Any] = {"_id": {"$in": []}}
 
 
 def _list_equal(path: str, value: list[Any]) -> dict[str, Any]:
-    """The field equals this list exactly.
-
-    ``{f: {"$eq": L}}`` alone also matches arrays that hold L as an element; the
-    ``$expr`` (built here, with the operand as a ``$literal``) compares the whole
-    value. The plain clause comes first: it can use an index, and it keeps the
-    ``$expr`` away from documents that lack the field.
-    """
+    """The field equals this list exactly: ``{f: {"$eq": L}}`` alone also matches arrays holding L,
+    the ``$expr`` compares the whole value (the plain clause first: it can use an index)."""
     return {"$and": [{path: {"$eq": value}}, {"$expr": {"$eq": ["$" + path, {"$literal": value}]}}]}
 
 
 def _equality(path: str, value: Any, depth: int = 0) -> list[dict[str, Any]]:
-    """Whole-value equality as in LangGraph's stores; dicts match by containment.
-
-    MongoDB compares each element of an array field; LangGraph compares the value as a
-    whole, so scalar comparisons exclude arrays, and containment never looks inside
-    arrays on the way down (each dict level must not be an array). A nested dict of
-    operators (``{"meta": {"level": {"$gte": 2}}}``) applies them to that nested field,
-    with the same semantics as at the top level, as InMemoryStore does.
+    """Whole-value equality as in LangGraph's stores (MongoDB compares each element of an array
+    field, so arrays are excluded); dicts match by containment, never inside arrays. A nested dict
+    of operators (``{"meta": {"level": {"$gte": 2}}}``) applies them to that field, as InMemoryStore does.
     """
     if depth > MAX_FILTER_DEPTH:
         raise InvalidFilterError(f"filter {path}: nested deeper than {MAX_FILTER_DEPTH} levels")
@@ -293,11 +275,8 @@ def _field_clauses(name: str, spec: Any, base: str, depth: int = 0) -> list[dict
 
 
 def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: int = 0) -> dict[str, Any]:
-    """A LangGraph search filter on top-level ``value`` fields -> MQL on ``base.<field>``.
-
-    Raises ``InvalidFilterError`` (a ``ValueError``) for anything outside the allow-list:
-    ``$where``, ``$expr``, ``$function``, ``$regex``... never reach the server.
-    """
+    """A LangGraph search filter on top-level ``value`` fields -> MQL on ``base.<field>``; anything off
+    the allow-list (``$where``, ``$expr``, ``$regex``...) raises ``InvalidFilterError`` (a ``ValueError``)."""
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
@@ -323,11 +302,8 @@ def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: 
 def search_filter(
     namespace_prefix: tuple[str, ...], filter: Mapping[str, Any] | None, now: datetime | None, sharded: bool = False
 ) -> dict[str, Any]:
-    """The ``find`` filter of a plain search: prefix, value filter, expiry.
-
-    ``sharded`` (behind mongos): the prefix's ``_id`` range too, so mongos targets the
-    shards that hold it (``queries.sharding``).
-    """
+    """The ``find`` filter of a plain search: prefix, value filter, expiry; ``sharded`` (behind mongos):
+    the prefix's ``_id`` range too, so mongos targets the shards that hold it (``queries.sharding``)."""
     parts = [prefix_filter(namespace_prefix), value_filter(filter)]
     if sharded:
         parts.insert(1, shard_range_filter(namespace_prefix))

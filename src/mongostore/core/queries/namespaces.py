@@ -15,12 +15,8 @@ from mongostore.errors import InvalidFilterError
 
 
 def prefix_filter(namespace_prefix: tuple[str, ...], field_name: str = "path") -> dict[str, Any]:
-    """Items whose namespace starts with the prefix: an anchored, option-free ``$regex``.
-
-    ``("a",)`` becomes ``{"path": {"$regex": "^a\\."}}``: it matches ``("a", "b")`` and never
-    ``("ab",)``, and the server scans only the index range of the literal prefix.
-    The empty prefix matches everything and adds no condition.
-    """
+    """Items whose namespace starts with the prefix: an anchored, option-free ``$regex`` (``("a",)``:
+    ``^a\\.``, never ``("ab",)``) that scans only the literal prefix's index range; ``()``: no condition."""
     if not namespace_prefix:
         return {}
     return {field_name: {"$regex": "^" + re.escape(namespace_path(namespace_prefix))}}
@@ -42,11 +38,8 @@ def _condition_regex(cond: MatchCondition) -> str:
 
 
 def namespaces_match(conditions: Sequence[MatchCondition] | None) -> dict[str, Any]:
-    """A ``$match`` filter for list_namespaces conditions (``*`` = exactly one label).
-
-    Each condition is a regex on ``path``; a prefix's leading literal labels keep
-    the index range, and ``depth`` checks the length so ``("a", "*")`` needs two labels.
-    """
+    """A ``$match`` filter for list_namespaces conditions (``*`` = exactly one label): a regex on ``path``
+    each, and ``depth`` so ``("a", "*")`` needs two labels."""
     clauses: list[dict[str, Any]] = []
     for cond in conditions or ():
         if not cond.path:
@@ -71,19 +64,9 @@ def list_namespaces_pipeline(
     limit: int | None = None,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Distinct namespaces (truncated to ``max_depth``) that satisfy the conditions.
-
-    Without ``limit``: every distinct namespace, for the client to sort (MongoDB sorts
-    arrays by their smallest element, not as tuples). With ``limit``: sorted and paged
-    on the server: the page's namespaces, in order.
-
-    Each group sorts by the smallest ``ns_key`` of its items: every key in a group
-    starts with the key of the group's (truncated) namespace, and a group shorter than
-    ``max_depth`` holds exactly that namespace, so the groups come out in tuple order.
-
-    ``sharded`` (behind mongos): the ``_id`` range of the conditions' literal prefix comes
-    first in the ``$match``, so mongos sends the listing only to the shards holding it.
-    """
+    """Distinct namespaces (truncated to ``max_depth``) meeting the conditions: all, for the client to sort,
+    or with ``limit`` paged on the server by each group's smallest ``ns_key`` (which sorts as the tuples).
+    ``sharded``: the conditions' literal prefix's ``_id`` range first, so mongos targets its shards."""
     match: dict[str, Any] = namespaces_match(conditions)
     if sharded:
         match = with_shard_range(match, literal_prefix(conditions))

@@ -21,13 +21,8 @@ Role = Literal["items", "vectors"]
 
 @dataclass(slots=True)
 class WriteRequest:
-    """One write of a bulk request, on the items or the vectors collection.
-
-    The drivers turn these into pymongo models (with ``namespace=`` for the
-    client-level ``bulk_write`` of MongoDB 8.0+). Treated as immutable (change one
-    with ``dataclasses.replace``) but not frozen: a put builds two, and a frozen
-    dataclass's ``__init__`` costs ~1.7 us more (``object.__setattr__`` per field).
-    """
+    """One write of a bulk request on either collection; immutable by convention (``dataclasses.replace``),
+    not frozen: a frozen ``__init__`` costs ~1.7 us more."""
 
     role: Role
     kind: Literal["update_one", "update_many", "delete_one", "delete_many"]
@@ -52,11 +47,9 @@ def put_item_request(
     millisecond (BSON dates hold milliseconds): every write of an item moves it
     forward, however close together two writes land. ``created_at`` is set on insert
     from that same ``updated_at``, so ``created_at <= updated_at`` always holds.
-    Everything the caller gave goes in as a ``$literal``: in a pipeline a string
-    starting with ``$`` would otherwise be read as a field path.
-
-    ``vector_hashes`` None leaves ``vectors`` as it is (no index configured); a list
-    sets it, an empty list removes it. ``iid`` is the item's ``item_id`` when known.
+    Everything the caller gave goes in as a ``$literal`` (in a pipeline a string starting
+    with ``$`` is a field path). ``vector_hashes`` None leaves ``vectors`` as it is (no
+    index), an empty list removes it. ``iid`` is the item's ``item_id`` when known.
     """
     set_: dict[str, Any] = {
         "namespace": {"$literal": list(namespace)},
@@ -73,11 +66,10 @@ def put_item_request(
         set_["ttl_minutes"] = float(ttl_minutes)
     else:
         unset += ["expires_at", "ttl_minutes"]
-    if vector_hashes is not None:
-        if vector_hashes:
-            set_["vectors"] = {"$literal": vector_hashes}
-        else:
-            unset.append("vectors")
+    if vector_hashes:
+        set_["vectors"] = {"$literal": vector_hashes}
+    elif vector_hashes is not None:
+        unset.append("vectors")
     pipeline: list[dict[str, Any]] = [
         {"$set": set_},
         {"$set": {"created_at": {"$ifNull": ["$created_at", "$updated_at"]}}},
@@ -104,17 +96,12 @@ _FLOAT32 = BinaryVectorDtype.FLOAT32.value[0]  # 0x27; the padding byte after it
 
 @functools.lru_cache(maxsize=16)
 def _float32_packer(dims: int) -> struct.Struct:
-    """The header (dtype, padding) and ``dims`` little-endian float32s, as one ``Struct``."""
     return struct.Struct(f"<BB{dims}f")
 
 
 def float32_vector(vector: Sequence[float] | npt.NDArray[np.floating[Any]]) -> Binary:
-    """A vector as a packed float32 BinData vector.
-
-    Byte for byte what ``Binary.from_vector(list(vector), BinaryVectorDtype.FLOAT32)``
-    gives; a list of floats is packed by one precompiled ``struct`` call (about 3x
-    faster than a numpy conversion of a Python list), a numpy array by numpy.
-    """
+    """A vector as a packed float32 BinData vector, byte for byte ``Binary.from_vector(..., FLOAT32)``'s
+    (a list packed by one precompiled ``struct`` call: ~3x faster than through numpy)."""
     if isinstance(vector, np.ndarray):
         with np.errstate(over="ignore"):
             m32 = np.ascontiguousarray(vector, dtype="<f4").reshape(-1)
@@ -142,33 +129,18 @@ def put_vector_request(
     ttl_minutes: float | None,
     iid: str = "",
 ) -> WriteRequest:
-    """Upsert of one vector document (one indexed field of an item); ``iid`` as in ``put_item_request``."""
+    """Upsert of one vector document (one indexed field), its embedding a packed float32 BinData vector:
+    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``."""
     iid = iid or item_id(namespace, key)
-    set_: dict[str, Any] = {
+    update = _retag_update(value_fields, now, ttl_minutes)
+    update["$set"] = {
         "item_id": iid,
         "field": field_name,
         "text_hash": hash_,
         "ns_prefixes": ancestor_paths(namespace),
-        # A packed float32 BinData vector (what Atlas indexes most compactly): a third of
-        # the size of an array of doubles, and the local path reads it without a Python
-        # float object per number.
-        "embedding": embedding
-        if isinstance(embedding, Binary)
-        else Binary.from_vector(list(embedding), BinaryVectorDtype.FLOAT32),
-        "updated_at": now,
+        "embedding": embedding if isinstance(embedding, Binary) else float32_vector(embedding),
+        **update["$set"],
     }
-    if value_fields:
-        set_["value"] = dict(value_fields)
-    update: dict[str, Any] = {"$set": set_}
-    unset: dict[str, Any] = {}
-    if not value_fields:
-        unset["value"] = ""
-    if ttl_minutes is not None:
-        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
-    else:
-        unset["expires_at"] = ""
-    if unset:
-        update["$unset"] = unset
     return WriteRequest(
         "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
     )
@@ -186,34 +158,8 @@ def retag_vectors_request(
     return WriteRequest("vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key))
 
 
-def check_vector_request(
-    namespace: tuple[str, ...],
-    key: str,
-    field_name: str,
-    hash_: str,
-    value_fields: Mapping[str, Any],
-    now: datetime,
-    ttl_minutes: float | None,
-    iid: str = "",
-) -> WriteRequest:
-    """Retag one vector believed unchanged, on the condition that it still holds ``hash_``.
-
-    Sent without reading the stored hash first (``core.hashes``): the write's matched
-    count tells whether the belief held (1) or the vector is gone or holds another
-    text (0), which the batch then repairs.
-    """
-    iid = iid or item_id(namespace, key)
-    update = _retag_update(value_fields, now, ttl_minutes)
-    return WriteRequest(
-        "vectors",
-        "update_one",
-        {"_id": vector_id(iid, field_name), "text_hash": hash_},
-        update,
-        item=(namespace, key),
-    )
-
-
 def _retag_update(value_fields: Mapping[str, Any], now: datetime, ttl_minutes: float | None) -> dict[str, Any]:
+    """``$set`` the filter fields' values and the expiry, ``$unset`` those the item no longer has."""
     set_: dict[str, Any] = {"updated_at": now}
     unset: dict[str, Any] = {}
     if value_fields:
