@@ -57,14 +57,7 @@ from mongomock.mongo_client import MongoClient as _MockClient
 from mongomock.store import CollectionStore, _get_min_datetime_from_value
 
 from mongostore.drivers.mongomock_compat.compat import mongodb_expressions
-from mongostore.drivers.mongomock_compat.index import (
-    TTL_ATTR,
-    candidates,
-    init_filed_types,
-    lookup,
-)
-
-init_filed_types()
+from mongostore.drivers.mongomock_compat.index import TTL_ATTR, candidates, lookup
 
 # A deadline this much early absorbs float rounding in mongomock's total_seconds() test.
 _TTL_MARGIN = timedelta(milliseconds=1)
