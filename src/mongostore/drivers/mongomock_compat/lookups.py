@@ -31,10 +31,10 @@ batch ~4 s (the targets: 2 ms and 5 s).
 4. ``_iter_documents`` answers equality and ``$in`` on ``_id`` and indexed top-level fields from the
    index, then applies the whole filter to those candidates: same documents, order and errors.
    The expiry scan runs only once the earliest TTL deadline has come.
-5. ``CollectionStore.__setitem__`` / ``__delitem__`` keep the index and that deadline in step,
-   6. and so does ``_apply_update_document`` (and 2.) for a document updated in place.
-7. ``find``'s cursors iterate in linear time: mongomock's ``Cursor.__next__`` slices the whole
-   result list again per document (a 100k-item read: ~25 s, ~1.5 s with this).
+5. ``CollectionStore.__setitem__`` and 6. ``__delitem__`` keep the index and that deadline in step;
+7. ``_apply_update_document`` (and 2.) re-file a document mongomock updated in place.
+8. On every collection, ``find``'s cursors iterate in linear time: mongomock's ``Cursor.__next__`` slices
+   the whole result list again per document (a 100k-item read: ~25 s, ~1.5 s with this).
 
 Plumbing: ``Collection._store`` gives mongomock's code our view of the same ``CollectionStore``
 state; ``Database.get_collection`` / ``MongoClient.get_database`` make their new objects ours.
@@ -159,7 +159,7 @@ class _Store(CollectionStore):
 
 
 class _OwnStore(_Store):
-    """The engine's own stores: the lookup index and the earliest TTL deadline in step (changes 4-6)."""
+    """The engine's own stores: the lookup index and the earliest TTL deadline in step (changes 4-7)."""
 
     def __setitem__(self, key: Any, val: Any) -> None:
         # mongomock's, filing under its writer lock (readers see the index and documents agree)
@@ -219,7 +219,7 @@ def _view(cls: type[_Store], raw: Any) -> _Store:
 
 
 class _LinearCursor(mongomock.collection.Cursor):
-    """mongomock's cursor, whose ``__next__`` takes the skipped and limited results once (change 7)."""
+    """mongomock's cursor, whose ``__next__`` takes the skipped and limited results once (change 8)."""
 
     _linear: tuple[Any, list[Any]] | None = None
 
