@@ -1,45 +1,19 @@
-"""The persistent embedded store: mongomock's data kept in a file, safe across processes.
+"""One database of the local store in one file, ``<dir>/<db>.bson``, safe across processes.
 
-``MongoStore.local()`` / ``AsyncMongoStore.local()`` and the CLI without ``--uri`` run
-on it. One database is one file, ``<dir>/<db>.bson``: a header document, then for each
-collection a section document (name, document count, index definitions) followed by
-its documents, then a trailer document counting the sections and documents, all BSON
-(``bson.decode_file_iter`` reads it back; ``_id`` strings holding NUL, dates and
-float32 vectors round-trip exactly). The trailer (format version 2) is what tells a
-whole file from one cut at a document boundary; version 1 files (no trailer) are still
-read, and the next save writes version 2.
+The file is BSON: a header (format, version, a token each save renews), then per collection a
+section (name, document count, index definitions) and its documents, then a trailer counting
+sections and documents (version 2: it tells a whole file from one cut at a document boundary;
+version 1 files, without it, are still read). A file that is not whole raises
+:class:`DamagedStoreFileError` and is never read as a smaller store nor overwritten.
 
-A file that is not whole (empty, shorter than a header, without the store's header,
-cut anywhere, or garbage) raises :class:`DamagedStoreFileError`, naming the file and
-how to move it aside; it is never read as an empty or smaller store and never
-overwritten. Temporary files left by killed writers (``<db>.bson.tmp-<pid>`` of a
-process that no longer runs) are removed when an engine first takes the lock, and
-again after each of its saves.
-
-Every collection call is one transaction (what MongoDB guarantees per operation):
-
-1. take an exclusive lock on ``<dir>/<db>.lock`` (``fcntl.flock``; ``msvcrt`` on
-   Windows), and a thread lock for the threads of this process;
-2. reload the file if another process saved it since we last read it (the header
-   carries a random token written by every save);
-3. run the call on the in-memory mongomock client;
-4. if it could have written, save: write ``<db>.bson.tmp-<pid>``, fsync, ``os.replace``
-   over the file (atomic: a reader sees the old file or the new one, never half), then
-   release the lock.
-
-``transaction()`` holds the lock across many calls (the CLI wraps each command in
-one): nested calls neither reload nor save, the outermost saves once. A process
-killed before the save loses only that transaction's writes; the file is never torn.
-A save the disk refuses (full, a file-size limit, a read-only directory) raises, and
-the unsaved changes are dropped: the next call reloads the file, so every read answers
-what the file holds and a later save never writes what was reported failed.
-
-``atransaction()`` is the same transaction for async code: the lock, the file I/O and
-every engine call run on one thread per engine (``run``), never on the event loop.
-
-This is a development default, not a database: each save rewrites the whole file
-(about 1.5 kB per item with a 384-dim vector), and every query scans in Python as
-mongomock does. Run on MongoDB for anything real.
+Every call is one transaction (what MongoDB guarantees per operation): take ``<db>.lock``
+(``flock``; ``msvcrt`` on Windows) and a thread lock; reload if another process saved since
+(token, inode, size, mtime); run on the in-memory mongomock client; if it could have written,
+save: write ``<db>.bson.tmp-<pid>``, fsync, ``os.replace`` (a reader sees the old file or the
+new). Nested transactions save once, at the outermost. A save the disk refuses raises and
+drops the unsaved changes (the next call reloads): what we answer is what the file holds.
+``atransaction`` is the same for async code, on one thread per engine. A development default:
+each save rewrites the whole file, and every query scans as mongomock does.
 """
 
 from __future__ import annotations
@@ -76,7 +50,6 @@ _TMP_MARK = ".tmp-"
 _T = TypeVar("_T")
 
 
-# --------------------------------------------------------------------------- the disk (I/O edge)
 # Every write of a save goes through these three: tests inject faults here, one call at a time.
 
 
@@ -102,79 +75,64 @@ def _signature(st: os.stat_result) -> _Signature:
 
 def _pid_alive(pid: int) -> bool:
     """Whether a process ``pid`` runs (on Windows only our own pid is known to)."""
-    if pid == os.getpid():
-        return True
-    if sys.platform == "win32":  # pragma: no cover - os.kill(pid, 0) would terminate it there
+    if pid == os.getpid() or sys.platform == "win32":  # os.kill(pid, 0) would terminate it on Windows
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # EPERM: it runs, as someone else
-        return True
+        pass
     return True
 
 
-# --------------------------------------------------------------------------- file lock
+def _lock(path: Path, on_wait: Callable[[], None]) -> IO[bytes]:
+    """An exclusive advisory lock on ``path`` across processes (not reentrant): the open file holding it."""
+    fh = open(path, "a+b")  # noqa: SIM115 - held until _unlock()
+    try:
+        if not _take(fh, blocking=False):
+            on_wait()
+            _take(fh, blocking=True)
+    except BaseException:
+        fh.close()
+        raise
+    return fh
 
 
-class _FileLock:
-    """An exclusive advisory lock on a file, across processes (not reentrant: see LocalFile)."""
+def _take(fh: IO[bytes], blocking: bool) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: IO[bytes] | None = None
+        while True:
+            try:
+                msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK, 1)
+                return True
+            except OSError:
+                if not blocking:
+                    return False
+    else:
+        import fcntl
 
-    def acquire(self, on_wait: Callable[[], None] | None = None) -> None:
-        fh = open(self.path, "a+b")  # noqa: SIM115 - held until release()
         try:
-            if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-                import msvcrt
-
-                try:
-                    msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
-                except OSError:
-                    if on_wait is not None:
-                        on_wait()
-                    while True:
-                        try:
-                            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-                            break
-                        except OSError:
-                            continue
-            else:
-                import fcntl
-
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    if on_wait is not None:
-                        on_wait()
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        except BaseException:
-            fh.close()
-            raise
-        self._fh = fh
-
-    def release(self) -> None:
-        fh, self._fh = self._fh, None
-        if fh is None:
-            return
-        try:
-            if sys.platform == "win32":  # pragma: no cover
-                import msvcrt
-
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        finally:
-            fh.close()
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return False
+        return True
 
 
-# --------------------------------------------------------------------------- the engine
+def _unlock(fh: IO[bytes]) -> None:
+    try:
+        if sys.platform == "win32":  # pragma: no cover
+            import msvcrt
+
+            fh.seek(0)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    finally:
+        fh.close()
 
 
 class LocalFile:
@@ -184,7 +142,8 @@ class LocalFile:
         self.directory = Path(directory).expanduser()
         self.db_name = check_db_name(db_name)
         self.path = self.directory / f"{db_name}.bson"
-        self._lock = _FileLock(self.directory / f"{db_name}.lock")
+        self._lock_path = self.directory / f"{db_name}.lock"
+        self._lock_file: IO[bytes] | None = None
         self._thread_lock = threading.RLock()
         self._depth = 0
         self._dirty = False
@@ -202,7 +161,6 @@ class LocalFile:
         #: Called once when another process holds the lock and we wait for it.
         self.on_wait: Callable[[str], None] | None = None
         self.saves = 0
-        self.loads = 0
 
     @property
     def client(self) -> Any:
@@ -212,11 +170,6 @@ class LocalFile:
                 pass
         return self._client
 
-    @property
-    def loaded_client(self) -> Any:
-        """The mongomock client if the data is loaded, else None (no I/O: safe on an event loop)."""
-        return self._client
-
     def client_nowait(self) -> Any:
         """The loaded mongomock client, else an empty one of the same kind: what the store's
         client is (its type), never what it holds. No I/O: safe on an event loop."""
@@ -224,7 +177,7 @@ class LocalFile:
         if client is not None:
             return client
         if self._standin is None:
-            self._standin = self._new_client()
+            self._standin = new_client()
         return self._standin
 
     @contextmanager
@@ -245,13 +198,14 @@ class LocalFile:
         try:
             if self._depth == 0:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                self._lock.acquire(self._waiting)
+                lock_file = _lock(self._lock_path, self._waiting)
                 try:
                     self._sweep_stale_temporaries()
                     self._refresh()
                 except BaseException:
-                    self._lock.release()
+                    _unlock(lock_file)
                     raise
+                self._lock_file = lock_file
             self._depth += 1
             if write:
                 self._dirty = True  # before the call: a partly applied bulk write is still a write
@@ -260,23 +214,23 @@ class LocalFile:
             finally:
                 self._depth -= 1
                 if self._depth == 0:
-                    try:
-                        if self._dirty:
-                            try:
-                                self._save()
-                            except BaseException:
-                                self._forget_unsaved()
-                                raise
-                    finally:
-                        self._lock.release()
+                    self._close()
         finally:
             self._thread_lock.release()
 
-    def _forget_unsaved(self) -> None:
-        """Drop the in-memory data: the next transaction reloads what the file holds."""
-        self._client = None
-        self._held = None
-        self._dirty = False
+    def _close(self) -> None:
+        """Save if written, and unlock. A failed save drops the unsaved data: the next transaction reloads the file."""
+        try:
+            if self._dirty:
+                self._save()
+        except BaseException:
+            self._client = self._held = None
+            self._dirty = False
+            raise
+        finally:
+            assert self._lock_file is not None
+            _unlock(self._lock_file)
+            self._lock_file = None
 
     def _waiting(self) -> None:
         if self.on_wait is not None:
@@ -375,44 +329,42 @@ class LocalFile:
         found = self._read_token()
         if self._client is not None and found == self._held:
             return
-        self._client = self._load() if found is not None else self._new_client()
+        self._client = self._load() if found is not None else new_client()
         self._held = found
         self._dirty = False
 
-    def _new_client(self) -> Any:
-        return new_client()
-
     def _load(self) -> Any:
-        client = self._new_client()
-        db = client[self.db_name]
+        from mongomock.helpers import patch_datetime_awareness_in_document
+
+        db = new_client()[self.db_name]
+        sections = documents = 0
+        trailer: dict[str, Any] | None = None
         try:
             with open(self.path, "rb") as fh:
                 docs = bson.decode_file_iter(fh, codec_options=_CODEC)
-                header = next(docs)
-                version = header.get("version")
-                sections = documents = 0
-                trailer: dict[str, Any] | None = None
+                has_trailer = next(docs).get("version") != 1
                 for section in docs:
-                    if version != 1 and "end" in section:
+                    if has_trailer and "end" in section:
                         trailer = section
                         break
                     coll = db.create_collection(section["collection"])
-                    count = int(section["count"])
-                    _restore(coll, [next(docs) for _ in range(count)])
+                    # Documents straight into mongomock's store, before the indexes: mongomock checks a
+                    # unique index by a scan per insert (quadratic); the file's came from a store enforcing them.
+                    store = coll._store
+                    for _ in range(int(section["count"])):
+                        doc = next(docs)
+                        store[doc["_id"]] = patch_datetime_awareness_in_document(doc)  # type: ignore[no-untyped-call]
+                        documents += 1
                     sections += 1
-                    documents += count
                     for index in section.get("indexes", []):
                         coll.create_index(
                             [(k, v) for k, v in index["key"]],
                             **{k: v for k, v in index.items() if k not in ("key", "v", "ns")},
                         )
-                if version != 1:
+                if has_trailer:
                     if trailer is None:
                         raise self._damaged("it ends before its trailer: cut short")
-                    if trailer.get("end") != FORMAT or (trailer.get("collections"), trailer.get("documents")) != (
-                        sections,
-                        documents,
-                    ):
+                    if trailer != {"end": FORMAT, "collections": sections, "documents": documents}:
                         raise self._damaged(
                             f"its trailer counts {trailer.get('collections')!r} collections and "
                             f"{trailer.get('documents')!r} documents, the file holds {sections} and {documents}"
@@ -423,8 +375,7 @@ class LocalFile:
             raise self._damaged("cut short inside a collection") from None
         except (bson.errors.BSONError, KeyError, TypeError, ValueError) as exc:
             raise self._damaged(f"unreadable: {exc!r}") from None
-        self.loads += 1
-        return client
+        return db.client
 
     def _save(self) -> None:
         token = secrets.token_hex(8)
@@ -441,7 +392,7 @@ class LocalFile:
                         for idx_name, info in coll.index_information().items()
                         if idx_name != "_id_"
                     ]
-                    docs = _documents(coll)
+                    docs = list(coll._store._documents.values())
                     fh.write(bson.encode({"collection": name, "count": len(docs), "indexes": indexes}))
                     for doc in docs:
                         fh.write(bson.encode(doc, codec_options=_CODEC))
@@ -499,26 +450,3 @@ def _on_event_loop() -> bool:
 
 
 _HELD: ContextVar[frozenset[LocalFile]] = ContextVar("mongostore_local_transactions", default=frozenset())
-
-
-def _restore(coll: Any, docs: list[dict[str, Any]]) -> None:
-    """Put saved documents back, before the indexes: mongomock checks a unique index by a
-    scan per insert (quadratic); the file came from a store that enforced them already."""
-    store = getattr(coll, "_store", None)
-    if not isinstance(getattr(store, "_documents", None), dict):
-        if docs:
-            coll.insert_many(docs)
-        return
-    from mongomock import helpers
-
-    for doc in docs:
-        store[doc["_id"]] = helpers.patch_datetime_awareness_in_document(doc)  # type: ignore[index, no-untyped-call]
-
-
-def _documents(coll: Any) -> list[Any]:
-    """Every stored document, uncopied: mongomock 4.3's own store when it is there, else ``find``."""
-    store = getattr(coll, "_store", None)
-    docs = getattr(store, "_documents", None)
-    if isinstance(docs, dict):
-        return list(docs.values())
-    return list(coll.find({}))

@@ -1,211 +1,159 @@
 """pymongo-shaped handles on a :class:`~mongostore.drivers.embedded.file.LocalFile`: every call one transaction.
 
 ``LocalCollection`` / ``LocalDatabase`` stand where the sync driver expects a pymongo
-``Collection`` / ``Database``; a ``find`` cursor records its options and runs the query
-(in a transaction) on its first read. ``open_local`` keeps one engine per
-``(directory, db)`` in a process, so its stores share one lock and one copy.
+``Collection`` / ``Database``; a cursor records its options and runs the query (in a
+transaction) on its first read. ``open_local`` keeps one engine per ``(directory, db)``
+in a process, so its stores share one lock and one copy.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mongostore.core.codec import vectors_name
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.paths import default_data_dir
 
-_COLLECTION_READS = frozenset(
+#: The methods that return a cursor: it reads on first use, in a transaction of its own.
+CURSORS = frozenset({"find", "aggregate", "list_indexes", "list_search_indexes"})
+#: The methods that only read; every other method's transaction saves.
+_READS = frozenset(
     {
         "find_one",
         "count_documents",
         "estimated_document_count",
         "distinct",
         "index_information",
-        "list_indexes",
-        "list_search_indexes",
-        "aggregate",
+        "list_collection_names",
+        "command",
     }
 )
-_COLLECTION_WRITES = frozenset(
-    {
-        "insert_one",
-        "insert_many",
-        "update_one",
-        "update_many",
-        "replace_one",
-        "delete_one",
-        "delete_many",
-        "bulk_write",
-        "find_one_and_update",
-        "find_one_and_replace",
-        "find_one_and_delete",
-        "create_index",
-        "create_indexes",
-        "drop_index",
-        "drop_indexes",
-        "drop",
-        "create_search_index",
-        "update_search_index",
-    }
-)
+#: Attributes that are options, not methods: read as they are.
+_OPTIONS = frozenset({"codec_options", "read_preference", "write_concern", "read_concern"})
 
 
-def _materialize(value: Any) -> Any:
-    """Command cursors (aggregate, list_indexes) read inside the transaction."""
-    if hasattr(value, "__next__") and not isinstance(value, dict):
-        return _ListCursor(list(value))
-    return value
+class LocalCursor:
+    """A cursor: options are recorded; the first read runs the query in a transaction."""
 
-
-class _ListCursor:
-    """A cursor over results read already: iterable, and ``to_list`` for the async wrapper."""
-
-    def __init__(self, docs: list[Any]) -> None:
-        self._docs = docs
-        self._it = iter(docs)
-
-    def __iter__(self) -> _ListCursor:
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._it)
-
-    def close(self) -> None:
-        self._it = iter(())
-
-    def to_list(self, length: int | None = None) -> list[Any]:
-        rest = list(self._it)
-        return rest if length is None else rest[:length]
-
-
-class _Cursor:
-    """``find``'s cursor: options are recorded; the first read runs the query in a transaction."""
-
-    def __init__(self, engine: LocalFile, coll: LocalCollection, args: tuple[Any, ...], kwargs: dict[str, Any]):
-        self._engine = engine
-        self._coll = coll
-        self._args = args
-        self._kwargs = kwargs
+    def __init__(self, handle: LocalHandle, method: str, *args: Any, **kwargs: Any) -> None:
+        self._handle = handle
+        self._call = (method, args, kwargs)
         self._chain: list[tuple[str, tuple[Any, ...]]] = []
-        self._it: Iterator[Any] | None = None
+        self._docs: Iterator[Any] | None = None
 
-    def _option(self, name: str, *args: Any) -> _Cursor:
+    def _option(self, name: str, *args: Any) -> LocalCursor:
         self._chain.append((name, args))
         return self
 
-    def sort(self, *args: Any) -> _Cursor:
+    def sort(self, *args: Any) -> LocalCursor:
         return self._option("sort", *args)
 
-    def skip(self, *args: Any) -> _Cursor:
+    def skip(self, *args: Any) -> LocalCursor:
         return self._option("skip", *args)
 
-    def limit(self, *args: Any) -> _Cursor:
+    def limit(self, *args: Any) -> LocalCursor:
         return self._option("limit", *args)
 
-    def batch_size(self, *args: Any) -> _Cursor:
+    def batch_size(self, *args: Any) -> LocalCursor:
         return self
 
-    def _run(self) -> Iterator[Any]:
-        if self._it is None:
-            with self._engine.transaction() as client:
-                cur = client[self._engine.db_name][self._coll.name].find(*self._args, **self._kwargs)
-                for name, args in self._chain:
-                    cur = getattr(cur, name)(*args)
-                self._it = iter(list(cur))
-        return self._it
+    def _read(self) -> Iterator[Any]:
+        if self._docs is None:
+            method, args, kwargs = self._call
+            with self._handle.engine.transaction() as client:
+                cur = getattr(self._handle.beneath(client), method)(*args, **kwargs)
+                for name, options in self._chain:
+                    cur = getattr(cur, name)(*options)
+                self._docs = iter(list(cur))
+        return self._docs
 
-    def __iter__(self) -> _Cursor:
+    def __iter__(self) -> LocalCursor:
         return self
 
     def __next__(self) -> Any:
-        return next(self._run())
+        return next(self._read())
 
     def close(self) -> None:
-        self._it = iter(())
+        self._docs = iter(())
 
     def to_list(self, length: int | None = None) -> list[Any]:
-        rest = list(self._run())
+        rest = list(self._read())
         return rest if length is None else rest[:length]
 
 
-class LocalCollection:
-    """A pymongo-``Collection``-shaped handle on one collection of a :class:`LocalFile`."""
+class LocalHandle:
+    """A handle on one mongomock object of a :class:`LocalFile`: each method call is one transaction."""
 
     def __init__(self, engine: LocalFile, name: str) -> None:
-        self._engine = engine
+        self.engine = engine
         self.name = name
-        self.full_name = f"{engine.db_name}.{name}"
 
-    @property
-    def engine(self) -> LocalFile:
-        return self._engine
-
-    @property
-    def database(self) -> LocalDatabase:
-        return LocalDatabase(self._engine)
-
-    def find(self, *args: Any, **kwargs: Any) -> _Cursor:
-        return _Cursor(self._engine, self, args, kwargs)
+    def beneath(self, client: Any) -> Any:
+        """The mongomock object this handle stands for in ``client``."""
+        raise NotImplementedError
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        write = name in _COLLECTION_WRITES
-        if not write and name not in _COLLECTION_READS:
-            with self._engine.transaction() as client:
-                return getattr(client[self._engine.db_name][self.name], name)
+        if name in CURSORS:
+            return functools.partial(LocalCursor, self, name)
+        if name in _OPTIONS:
+            with self.engine.transaction() as client:
+                return getattr(self.beneath(client), name)
+        write = name not in _READS
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            with self._engine.transaction(write=write) as client:
-                return _materialize(getattr(client[self._engine.db_name][self.name], name)(*args, **kwargs))
+            with self.engine.transaction(write=write) as client:
+                return getattr(self.beneath(client), name)(*args, **kwargs)
 
         return call
 
+
+class LocalCollection(LocalHandle):
+    """A pymongo-``Collection``-shaped handle on one collection of a :class:`LocalFile`."""
+
+    def __init__(self, engine: LocalFile, name: str) -> None:
+        super().__init__(engine, name)
+        self.full_name = f"{engine.db_name}.{name}"
+
+    def beneath(self, client: Any) -> Any:
+        return client[self.engine.db_name][self.name]
+
+    @property
+    def database(self) -> LocalDatabase:
+        return LocalDatabase(self.engine)
+
     def __repr__(self) -> str:
-        return f"LocalCollection({str(self._engine.path)!r}, {self.name!r})"
+        return f"LocalCollection({str(self.engine.path)!r}, {self.name!r})"
 
 
-class LocalDatabase:
+class LocalDatabase(LocalHandle):
     """The ``database`` of a :class:`LocalCollection` (what the store's drivers ask of it)."""
 
     def __init__(self, engine: LocalFile) -> None:
-        self._engine = engine
-        self.name = engine.db_name
+        super().__init__(engine, engine.db_name)
 
-    @property
-    def engine(self) -> LocalFile:
-        return self._engine
+    def beneath(self, client: Any) -> Any:
+        return client[self.name]
 
     @property
     def client(self) -> Any:
-        return self._engine.client
+        return self.engine.client
 
     def __getitem__(self, name: str) -> LocalCollection:
-        return LocalCollection(self._engine, name)
+        return LocalCollection(self.engine, name)
 
     def get_collection(self, name: str, **_: Any) -> LocalCollection:
-        return LocalCollection(self._engine, name)
-
-    def list_collection_names(self, **kwargs: Any) -> list[str]:
-        with self._engine.transaction() as client:
-            return list(client[self.name].list_collection_names(**kwargs))
+        return LocalCollection(self.engine, name)
 
     def create_collection(self, name: str, **kwargs: Any) -> LocalCollection:
-        with self._engine.transaction(write=True) as client:
+        with self.engine.transaction(write=True) as client:
             client[self.name].create_collection(name, **kwargs)
-        return LocalCollection(self._engine, name)
-
-    def drop_collection(self, name: str, **kwargs: Any) -> Any:
-        with self._engine.transaction(write=True) as client:
-            return client[self.name].drop_collection(name, **kwargs)
-
-    def command(self, *args: Any, **kwargs: Any) -> Any:
-        with self._engine.transaction() as client:
-            return client[self.name].command(*args, **kwargs)
+        return LocalCollection(self.engine, name)
 
 
 _ENGINES: dict[tuple[str, str], LocalFile] = {}
@@ -221,11 +169,3 @@ def open_local(path: str | os.PathLike[str] | None, db_name: str) -> LocalFile:
         if engine is None:
             engine = _ENGINES[key] = LocalFile(directory, db_name)
         return engine
-
-
-def local_collections(
-    path: str | os.PathLike[str] | None, db_name: str, collection_name: str
-) -> tuple[LocalCollection, LocalCollection]:
-    """The items collection and its ``_vectors`` sidecar in the local store at ``path``."""
-    engine = open_local(path, db_name)
-    return LocalCollection(engine, collection_name), LocalCollection(engine, vectors_name(collection_name))

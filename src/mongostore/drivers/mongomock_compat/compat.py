@@ -10,27 +10,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-# The async doubles of mongomock the store adapts: module, collection, database, client classes.
-_ASYNC_DOUBLES = (
-    ("mongomock_motor", "AsyncMongoMockCollection", "AsyncMongoMockDatabase", "AsyncMongoMockClient"),
-    ("pymongo_async_mock", "AsyncMongoMockCollection", "AsyncMongoMockDatabase", "AsyncMongoMockClient"),
-)
 
-
-def _async_double(obj: Any) -> bool:
-    """Is ``obj`` a collection of mongomock_motor or pymongo-async-mock (by class)?"""
-    for module_name, coll_name, *_ in _ASYNC_DOUBLES:
-        module = sys.modules.get(module_name)  # not imported: an object of it means it is
-        coll_cls = getattr(module, coll_name, None)
-        if isinstance(coll_cls, type) and isinstance(obj, coll_cls):
-            return True
-    return False
-
-
-def _mongomock_collection_class() -> type | None:
-    module = sys.modules.get("mongomock.collection")
-    cls = getattr(module, "Collection", None)
-    return cls if isinstance(cls, type) else None
+def _instance(obj: Any, module_name: str, class_name: str) -> bool:
+    """Is ``obj`` of that class? (By class; a module not imported has no objects yet.)"""
+    cls = getattr(sys.modules.get(module_name), class_name, None)
+    return isinstance(cls, type) and isinstance(obj, cls)
 
 
 def adapt_collection(collection: Any) -> Any:
@@ -42,18 +26,13 @@ def adapt_collection(collection: Any) -> Any:
     untouched. Anything else (pymongo, Motor, the local store's collections, wrappers and
     test doubles) is returned as it is. None stays None.
     """
-    if collection is None:
-        return None
-    mock_collection = _mongomock_collection_class()
-    if mock_collection is None:
-        return collection
-    from mongostore.drivers.mongomock_compat import lookups
+    if _instance(collection, "mongomock.collection", "Collection"):
+        from mongostore.drivers.mongomock_compat import lookups
 
-    if isinstance(collection, lookups.EngineCollection):
-        return collection
-    if isinstance(collection, mock_collection):
-        return lookups.adapt_sync(collection)
-    if _async_double(collection):
+        return collection if isinstance(collection, lookups.EngineCollection) else lookups.adapt_sync(collection)
+    if any(_instance(collection, m, "AsyncMongoMockCollection") for m in ("mongomock_motor", "pymongo_async_mock")):
+        from mongostore.drivers.mongomock_compat import lookups
+
         return lookups.adapt_async(collection)
     return collection
 
@@ -91,36 +70,28 @@ def _number(v: Any) -> bool:
 
 
 def _rewrite(value: Any) -> Any:
-    """The rewritten ``value``, or ``_UNCHANGED`` (leaves are never called on: one put's
-    pipeline costs a few microseconds)."""
-    if type(value) is list:
-        out: Any = None
-        for i, v in enumerate(value):
-            if type(v) is dict or type(v) is list:
-                r = _rewrite(v)
-                if r is not _UNCHANGED:
-                    if out is None:
-                        out = list(value)
-                    out[i] = r
-        return _UNCHANGED if out is None else out
-    if type(value) is not dict:
-        return _UNCHANGED
-    if len(value) == 1:
-        ((op, arg),) = value.items()
-        if op == "$literal":
+    """The rewritten ``value``, or ``_UNCHANGED`` (copied only where it changes, leaves never
+    called on: one put's pipeline costs a few microseconds)."""
+    if type(value) is dict:
+        if "$literal" in value:
             return _UNCHANGED
-        if op == "$add" and type(arg) is list and len(arg) > 1:
+        if len(value) == 1 and type(arg := value.get("$add")) is list and len(arg) > 1:
             exprs = [v for v in arg if not _number(v)]
             if len(exprs) == 1:
                 inner = _rewrite(exprs[0])
                 expr = exprs[0] if inner is _UNCHANGED else inner
                 return {"$subtract": [expr, -sum(v for v in arg if _number(v))]}
+        items: Any = value.items()
+    elif type(value) is list:
+        items = enumerate(value)
+    else:
+        return _UNCHANGED
     out = None
-    for k, v in value.items():
-        if (type(v) is dict and "$literal" not in v) or type(v) is list:
+    for k, v in items:
+        if type(v) is dict or type(v) is list:
             r = _rewrite(v)
             if r is not _UNCHANGED:
                 if out is None:
-                    out = dict(value)
+                    out = type(value)(value)
                 out[k] = r
     return _UNCHANGED if out is None else out

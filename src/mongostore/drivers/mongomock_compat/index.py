@@ -1,8 +1,16 @@
 """The lookup index mongomock lacks: which documents an equality or ``$in`` filter can match.
 
-Built from a collection's documents on first use and kept in step by the engine's own
-classes in ``lookups`` (only the engine's own stores have one); ``candidates`` answers
-from it, or says None (scan everything).
+Kept on each of the engine's own ``CollectionStore``s (attributes below), built from the
+documents on first use and kept in step by ``lookups`` (every write goes through the
+store's ``__setitem__`` / ``__delitem__`` or is an in-place update it re-files); rebuilt
+when it was built for another documents dict (a dropped collection gets a new one):
+
+- ``_Lookup``: each document's insertion rank (mongomock answers in its OrderedDict's
+  order) and, per top-level field of an index that a query asked about, value -> keys;
+- TTL (``lookups``): the earliest moment a document could expire, so the expiry scan
+  mongomock runs on every access runs only then.
+
+``candidates`` answers from it, or says None (scan everything).
 """
 
 from __future__ import annotations
@@ -11,39 +19,14 @@ import threading
 from datetime import datetime
 from typing import Any
 
-# State kept on each mongomock ``CollectionStore`` (attributes below), rebuilt from the
-# documents whenever it is missing or was built for another documents dict:
-#
-# - ``_Lookup``: each document's insertion rank (mongomock returns documents in the
-#   order of its OrderedDict) and, for each top-level field named in one of the
-#   collection's indexes that a query has asked about, a hash map value -> keys.
-# - TTL: the earliest moment any document could expire, so the expiry scan mongomock
-#   runs on every access runs only when something may have expired.
-#
-# Every change to a stored document goes through ``CollectionStore.__setitem__`` /
-# ``__delitem__`` or is an in-place update by ``_apply_update_document`` /
-# ``_apply_update_pipeline``; the engine's own classes (``lookups``) keep the state in step.
-# A dropped collection gets a new documents dict, which ``lookup`` notices.
+from bson import ObjectId
 
 LOOKUP_ATTR = "_mongostore_lookup"
 TTL_ATTR = "_mongostore_ttl"
 FIELDS_ATTR = "_mongostore_indexed_fields"
 
-
-def _filed_types() -> frozenset[type]:
-    from bson import ObjectId
-
-    return frozenset({str, int, float, bool, type(None), datetime, ObjectId})
-
-
 # Exact types whose == and hash agree (with each other and with mongomock's operator.eq).
-_FILED: frozenset[type] = frozenset()
-
-
-def init_filed_types() -> None:
-    """Fill ``_FILED`` (needs bson, imported only with the engine's classes)."""
-    global _FILED
-    _FILED = _filed_types()
+_FILED = frozenset({str, int, float, bool, type(None), datetime, ObjectId})
 
 
 def _fileable(v: Any) -> bool:

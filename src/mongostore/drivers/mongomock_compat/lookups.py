@@ -2,76 +2,49 @@
 # mypy: disable-error-code="no-untyped-call"
 """The store's own mongomock classes: every change the store makes to mongomock lives here.
 
-Nothing of mongomock's is replaced: these are subclasses, and only the store's objects
-are instances of them: the engine's own clients (``new_client``: ``MongoStore.in_memory``,
-the local store's file engine) and the handles ``compat.adapt_collection`` makes over a
-collection a user gave the store (same data, the user's own objects untouched). A user's
-mongomock client, database, collection or bulk builder behaves exactly as mongomock does,
-before and after a store has used its data (``tests/unit/test_mongomock_compat.py``).
+Nothing of mongomock's is replaced: these are subclasses, and only the store's objects are
+instances of them: the engine's own clients (``new_client``: ``MongoStore.in_memory``, the
+local file) and the handles ``compat.adapt_collection`` makes over a user's mongomock
+collection (same data; the user's objects untouched, ``tests/unit/test_mongomock_compat.py``).
+Each change is guarded by a test showing unpatched mongomock differs from MongoDB (or
+pymongo) and ours matches.
 
-The changes, each guarded by a test showing unpatched mongomock differs from MongoDB
-(or from pymongo) and ours matches:
+On every collection the store uses:
 
-For every collection the store uses (its own engine's and a user's):
+1. ``bulk_write`` accepts the ``sort=`` pymongo 4.11+ passes for every ``UpdateOne``/``ReplaceOne``
+   (``pymongo/operations.py`` ``_add_to_bulk``; changelog 4.11); mongomock 4.3's builder raises
+   ``TypeError``. ``None`` is dropped; a real sort raises ``NotImplementedError``.
+2. ``_apply_update_pipeline``: ``{$add: [<date expr>, <numbers>...]}`` adds milliseconds to the
+   date (manual, ``$add`` (aggregation)); mongomock asserts numbers. Rewritten to
+   ``{$subtract: [<expr>, -sum]}``, the same for a date, a number and null in both
+   (``compat.mongodb_expressions``).
+3. The TTL clock: mongomock reads ``datetime.utcnow()``, deprecated since Python 3.12 (a warning
+   on every access to a collection with a TTL index). Ours reads ``datetime.now(timezone.utc)``
+   (naive, as mongomock stores dates), or ``mongomock.utcnow`` when a test replaced it
+   (mongomock's README, "utcnow"); mongomock's ``_value_meets_expiry`` decides.
 
-1. ``Collection.bulk_write`` accepts the ``sort=`` pymongo 4.11+ passes for every
-   ``UpdateOne``/``ReplaceOne`` (``pymongo/operations.py``, ``_add_to_bulk``: ``sort=self._sort``;
-   pymongo changelog 4.11, "UpdateOne/ReplaceOne sort"); mongomock 4.3's
-   ``BulkOperationBuilder.add_update``/``add_replace`` raise ``TypeError`` on it. ``None``
-   (what the store sends) is dropped; a real sort raises ``NotImplementedError``.
-2. ``Collection._apply_update_pipeline``: ``{$add: [<expr>, <numbers>...]}`` is MongoDB's
-   date arithmetic when the expression is a date ("If one of the arguments is a date,
-   ``$add`` treats the other arguments as milliseconds to add to the date", manual,
-   ``$add`` (aggregation)); mongomock 4.3 asserts numbers. The pipeline is rewritten to
-   ``{$subtract: [<expr>, -sum]}``, which MongoDB and mongomock both evaluate as the same
-   ``$add`` for a date, a number and null (``compat.mongodb_expressions``).
-3. ``CollectionStore._remove_expired_documents``: the TTL clock. mongomock reads
-   ``mongomock.utcnow()``, i.e. ``datetime.utcnow()``, deprecated since Python 3.12 (a
-   ``DeprecationWarning`` on every access to a collection with a TTL index, raised into
-   the user's code). Ours reads ``datetime.now(timezone.utc)`` (naive, as mongomock
-   stores dates), or ``mongomock.utcnow`` when a test replaced it (mongomock's README,
-   "utcnow"); mongomock's own ``_value_meets_expiry`` decides. On the engine's own
-   stores it also runs only once the earliest deadline has come (see 4).
+Only on the engine's own stores, which nothing else writes: the lookup index (``index``). A get at
+10k items took ~45 ms and a put ~60 ms without it (mongomock tests every document against every
+filter, and a unique index by another scan per write); with it 0.04 ms, and 10k indexed puts in one
+batch ~4 s (the targets: 2 ms and 5 s).
 
-Only on the engine's own stores (``new_client``), which no other code writes behind its
-back: the lookup index (``index``). It earns its keep: without it (a user's mongomock, as
-mongomock is) a get at 10k items takes ~45 ms and each put into 10k items ~60 ms (10k puts
-in one batch: minutes); with it, 0.04 ms and 10k indexed puts in one batch ~4 s of CPU,
-against the embedded store's targets of 2 ms and 5 s (mongomock evaluates every filter
-against every document, and checks a unique index by another full scan per write):
+4. ``_iter_documents`` answers equality and ``$in`` on ``_id`` and indexed top-level fields from the
+   index, then applies the whole filter to those candidates: same documents, order and errors.
+   The expiry scan runs only once the earliest TTL deadline has come.
+5. ``CollectionStore.__setitem__`` and 6. ``__delitem__`` keep the index and that deadline in step;
+7. ``_apply_update_document`` (and 2.) re-file a document mongomock updated in place.
+8. On every collection, ``find``'s cursors iterate in linear time: mongomock's ``Cursor.__next__`` slices
+   the whole result list again per document (a 100k-item read: ~25 s, ~1.5 s with this).
 
-4. ``Collection._iter_documents`` answers from the index (equality and ``$in`` on ``_id``
-   and on indexed top-level fields), then applies the whole filter to those candidates:
-   same documents, same order, same errors.
-5. ``CollectionStore.__setitem__`` and 6. ``__delitem__`` keep the index, the earliest TTL
-   deadline in step.
-7. ``Collection._apply_update_document`` (and the pipeline of 2) re-file a document mongomock
-   updated in place.
-
-8. ``Collection.find``'s cursors iterate in linear time (``_LinearCursor``): mongomock's
-   ``Cursor.__next__`` slices the whole result list again for every document (``results[skip:]``),
-   so reading n documents costs O(n^2): a local search's candidate read of 100k items took
-   ~25 s, ~1.5 s with this (same documents, same order).
-
-Plumbing, no behaviour of their own (9-11): ``Collection._store`` hands mongomock's code
-our view of the same ``CollectionStore`` state (one ``__dict__``: a ``_Store`` for a user's
-data, an ``_OwnStore`` for the engine's), ``Database.get_collection`` and
-``MongoClient.get_database`` return these classes.
-
-Eleven in all, none of them on mongomock's own classes (the store replaced 19 class
-attributes before), all on classes only the store's own objects have.
-
-Not changed any more (the targets above hold without them, and each replaced a module or
-class attribute every mongomock user would have seen): mongomock's date walk and its
-``packaging.version.parse`` per field (about 15% of a put's time, together), and
-``create_index(keys=)`` (the store passes keys positionally; the bench shims it for
-langgraph-store-mongodb itself).
+Plumbing: ``Collection._store`` gives mongomock's code our view of the same ``CollectionStore``
+state; ``Database.get_collection`` / ``MongoClient.get_database`` make their new objects ours.
+Not changed any more (each replaced an attribute every mongomock user saw): mongomock's date walk
+and its ``packaging.version.parse`` per field (~15% of a put), and ``create_index(keys=)``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -84,14 +57,7 @@ from mongomock.mongo_client import MongoClient as _MockClient
 from mongomock.store import CollectionStore, _get_min_datetime_from_value
 
 from mongostore.drivers.mongomock_compat.compat import mongodb_expressions
-from mongostore.drivers.mongomock_compat.index import (
-    TTL_ATTR,
-    candidates,
-    init_filed_types,
-    lookup,
-)
-
-init_filed_types()
+from mongostore.drivers.mongomock_compat.index import TTL_ATTR, candidates, lookup
 
 # A deadline this much early absorbs float rounding in mongomock's total_seconds() test.
 _TTL_MARGIN = timedelta(milliseconds=1)
@@ -114,26 +80,22 @@ def engine_now() -> datetime:
 
 
 class _SortAware:
-    """mongomock's bulk builder, taking pymongo 4.11+'s ``sort=`` (change 1)."""
+    """mongomock's bulk builder, taking pymongo 4.11+'s ``sort=`` on every ``add_*`` (change 1)."""
 
     def __init__(self, bulk: BulkOperationBuilder) -> None:
         self._bulk = bulk
 
-    def add_update(self, selector: Any, doc: Any, *args: Any, sort: Any = None, **kwargs: Any) -> None:
-        _no_sort(sort)
-        self._bulk.add_update(selector, doc, *args, **kwargs)
-
-    def add_replace(self, selector: Any, doc: Any, *args: Any, sort: Any = None, **kwargs: Any) -> None:
-        _no_sort(sort)
-        self._bulk.add_replace(selector, doc, *args, **kwargs)
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._bulk, name)
+        add = getattr(self._bulk, name)
 
+        def call(*args: Any, sort: Any = None, **kwargs: Any) -> Any:
+            if sort:
+                raise NotImplementedError(
+                    "mongomock cannot apply an UpdateOne/ReplaceOne sort=; the store never sends one"
+                )
+            return add(*args, **kwargs)
 
-def _no_sort(sort: Any) -> None:
-    if sort:
-        raise NotImplementedError("mongomock cannot apply an UpdateOne/ReplaceOne sort=; the store never sends one")
+        return call
 
 
 # --------------------------------------------------------------------------- the collection store
@@ -148,31 +110,36 @@ def _same_key(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return a[0] is b[0] and a[1] is b[1] and a[2] == b[2] and a[3] == b[3]
 
 
+def _ttl_fields(store: Any) -> Iterator[tuple[str, int]]:
+    """(field, seconds) of each TTL index mongomock's expiry acts on: an integer expiry, one field."""
+    for index in list(store._ttl_indexes.values()):
+        try:
+            expiry = int(index["expireAfterSeconds"])
+        except (TypeError, ValueError):
+            continue
+        if len(index["key"]) == 1:
+            yield next(iter(index["key"]))[0], expiry
+
+
 def _doc_deadline(store: Any, doc: Any, now: datetime) -> datetime | None:
     """The earliest moment mongomock's expiry test could remove ``doc`` (None: never, on this clock)."""
     best: datetime | None = None
     if not isinstance(doc, dict):
         return None
-    for index in store._ttl_indexes.values():
-        try:
-            expiry = int(index["expireAfterSeconds"])
-        except (TypeError, ValueError):
-            continue
-        if len(index["key"]) > 1:
-            continue
-        value = _get_min_datetime_from_value(doc.get(next(iter(index["key"]))[0]))
+    for field, expiry in _ttl_fields(store):
+        value = _get_min_datetime_from_value(doc.get(field))
         try:
             _ = now - value  # mongomock's own test; a TypeError there means never
             when = value + timedelta(seconds=expiry) - _TTL_MARGIN
-            if best is None or when < best:
-                best = when
         except (TypeError, OverflowError):
             continue
+        if best is None or when < best:
+            best = when
     return best
 
 
 class _Store(CollectionStore):
-    """A view of a ``CollectionStore``: the same ``__dict__``, our clock (change 4)."""
+    """A view of a ``CollectionStore``: the same ``__dict__``, our clock (change 3)."""
 
     def _remove_expired_documents(self) -> None:
         if self._ttl_indexes:
@@ -180,14 +147,7 @@ class _Store(CollectionStore):
 
     def _expire(self, now: Any) -> None:
         # mongomock's _expire_documents, on the clock given.
-        for index in list(self._ttl_indexes.values()):
-            try:
-                expiry = int(index["expireAfterSeconds"])
-            except ValueError:
-                continue
-            if len(index["key"]) > 1:
-                continue
-            field = next(iter(index["key"]))[0]
+        for field, expiry in _ttl_fields(self):
             with self._rwlock.reader():
                 expired = [
                     doc["_id"]
@@ -199,8 +159,7 @@ class _Store(CollectionStore):
 
 
 class _OwnStore(_Store):
-    """The engine's own stores: the lookup index, the TTL deadline and write versions in step
-    (changes 4, 6, 7)."""
+    """The engine's own stores: the lookup index and the earliest TTL deadline in step (changes 4-7)."""
 
     def __setitem__(self, key: Any, val: Any) -> None:
         # mongomock's, filing under its writer lock (readers see the index and documents agree)
@@ -216,7 +175,7 @@ class _OwnStore(_Store):
                 lk.drop(key)
 
     def _filed(self, key: Any, doc: Any) -> None:
-        """``doc`` (stored under ``key``) was written: index it, note its deadline, new version."""
+        """``doc`` (stored under ``key``) was written: index it, note its deadline."""
         lk = lookup(self, create=False)
         if lk is not None:
             lk.put(key, doc)
@@ -228,11 +187,8 @@ class _OwnStore(_Store):
             self.__dict__.pop(TTL_ATTR, None)
             return
         when = _doc_deadline(self, doc, now)
-        try:
-            if when is not None and (state[1] is None or when < state[1]):
-                state[1] = when
-        except TypeError:
-            self.__dict__.pop(TTL_ATTR, None)
+        if when is not None and (state[1] is None or when < state[1]):
+            state[1] = when  # same clock kind as the key's: comparable
 
     def _remove_expired_documents(self) -> None:
         """Run the expiry scan only once the earliest deadline it could act on has come."""
@@ -244,21 +200,13 @@ class _OwnStore(_Store):
             return
         key = _ttl_state_key(self, now)
         state = self.__dict__.get(TTL_ATTR)
-        if state is not None and _same_key(state[0], key):
-            try:
-                if state[1] is None or now < state[1]:
-                    return
-            except TypeError:
-                pass
+        if state is not None and _same_key(state[0], key) and (state[1] is None or now < state[1]):
+            return
         self._expire(now)
-        earliest: datetime | None = None
         with self._rwlock.reader():
             docs = list(self._documents.values())
-        for doc in docs:
-            when = _doc_deadline(self, doc, now)
-            if when is not None and (earliest is None or when < earliest):
-                earliest = when
-        self.__dict__[TTL_ATTR] = [key, earliest]
+        deadlines = [when for doc in docs if (when := _doc_deadline(self, doc, now)) is not None]
+        self.__dict__[TTL_ATTR] = [key, min(deadlines, default=None)]
 
 
 def _view(cls: type[_Store], raw: Any) -> _Store:
@@ -271,7 +219,7 @@ def _view(cls: type[_Store], raw: Any) -> _Store:
 
 
 class _LinearCursor(mongomock.collection.Cursor):
-    """mongomock's cursor, whose ``__next__`` takes the skipped and limited results once (8)."""
+    """mongomock's cursor, whose ``__next__`` takes the skipped and limited results once (change 8)."""
 
     _linear: tuple[Any, list[Any]] | None = None
 
@@ -362,62 +310,22 @@ class EngineDatabase(_MockDatabase):
 
     _own = False
 
-    def get_collection(
-        self,
-        name: Any,
-        codec_options: Any = None,
-        read_preference: Any = None,
-        write_concern: Any = None,
-        read_concern: Any = None,
-    ) -> Any:
-        options = (codec_options, read_preference, write_concern, read_concern)
-        plain = super().get_collection(name, *options)  # mongomock's checks, and the options applied
-        made: dict[str, EngineCollection] = self.__dict__.setdefault("_engine_collections", {})
-        coll = made.get(name)
-        if coll is not None and all(o is None for o in options):
-            return coll
-        coll = EngineCollection(
-            self,
-            name=name,
-            _db_store=self._store,
-            write_concern=plain.write_concern,
-            read_concern=plain.read_concern,
-            read_preference=plain.read_preference,
-            codec_options=plain.codec_options,
-        )
-        coll._own = self._own
-        if all(o is None for o in options):
-            coll = made.setdefault(name, coll)
+    def get_collection(self, *args: Any, **kwargs: Any) -> Any:
+        coll = super().get_collection(*args, **kwargs)
+        if not isinstance(coll, EngineCollection):  # made just now by mongomock, for this database of ours
+            coll.__class__ = EngineCollection
+            coll._own = self._own
         return coll
 
 
 class EngineClient(_MockClient):
     """The embedded engine's client: its collections are the engine's own (lookup index on)."""
 
-    def get_database(
-        self,
-        name: Any = None,
-        codec_options: Any = None,
-        read_preference: Any = None,
-        write_concern: Any = None,
-        read_concern: Any = None,
-    ) -> Any:
-        options = (codec_options, read_preference, write_concern, read_concern)
-        if name is None or any(o is not None for o in options):
-            return super().get_database(name, *options)
-        dbs: dict[str, EngineDatabase] = self.__dict__.setdefault("_engine_databases", {})
-        db = dbs.get(name)
-        if db is None:
-            plain = super().get_database(name)
-            db = EngineDatabase(
-                self,
-                name,
-                _store=self._store[name],
-                read_preference=plain.read_preference,
-                codec_options=plain.codec_options,
-            )
+    def get_database(self, *args: Any, **kwargs: Any) -> Any:
+        db = super().get_database(*args, **kwargs)
+        if not isinstance(db, EngineDatabase):  # made just now by mongomock, for this client of ours
+            db.__class__ = EngineDatabase
             db._own = True
-            db = dbs.setdefault(name, db)
         return db
 
 
@@ -428,9 +336,7 @@ def new_client(**kwargs: Any) -> EngineClient:
 
 
 def adapt_sync(collection: Any) -> EngineCollection:
-    """Our handle on a user's mongomock collection: the same data, our changes 1-4."""
-    if isinstance(collection, EngineCollection):
-        return collection
+    """Our handle on a user's mongomock collection: the same data, our changes 1-3."""
     db = collection.database
     engine_db = EngineDatabase(
         db.client,
@@ -445,18 +351,10 @@ def adapt_sync(collection: Any) -> EngineCollection:
 
 def adapt_async(collection: Any) -> Any:
     """The same for a mongomock_motor or pymongo-async-mock collection: the embedded engine's
-    async face (``embedded.asyncwrap``) over our handle on the mongomock collection beneath.
-
-    Not a new wrapper of the user's library: pymongo-async-mock replaces
-    ``BulkOperationBuilder.add_update`` class-wide each time one of its collections is made.
-    """
+    async face over our handle on the mongomock collection beneath (not a new wrapper of the
+    user's library: pymongo-async-mock replaces ``BulkOperationBuilder.add_update`` class-wide
+    each time one of its collections is made)."""
     from mongostore.drivers.embedded.asyncwrap import AsyncCollection
 
     sync_db = collection.database.delegate  # the mongomock Database beneath (both libraries' public property)
     return AsyncCollection(adapt_sync(sync_db.get_collection(collection.name)))
-
-
-@functools.lru_cache(maxsize=1)
-def mongomock_classes() -> tuple[type, type, type]:
-    """mongomock's client, database and collection classes (what ``drivers.backend`` recognises as emulated)."""
-    return (_MockClient, _MockDatabase, _MockCollection)
