@@ -42,7 +42,7 @@ from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, run_async
 from mongostore.drivers.backend import Backend
-from mongostore.drivers.connect import check_reachable, require_running_loop
+from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
 
 logger = logging.getLogger("mongostore")
@@ -72,13 +72,18 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ) -> None:
         """``backend``: as for ``MongoStore``."""
         self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
-        require_running_loop(type(self).__name__)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # one line, where LangGraph raises a bare "no running event loop", then fails in __del__
+            raise RuntimeError(
+                f"{type(self).__name__} needs a running event loop: create it inside async code (in a "
+                "coroutine run by asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
+                "sync code uses MongoStore"
+            ) from None
         super().__init__()
         self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
         self._sweeper: asyncio.Task[None] | None = None
         self._owned_client: Any = None
-
-    # ------------------------------------------------------------------ context manager
 
     async def __aenter__(self) -> AsyncMongoStore:
         return self
@@ -95,15 +100,12 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             if asyncio.iscoroutine(result):
                 await result
 
-    # ------------------------------------------------------------------ constructors
-
     @classmethod
     def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> AsyncMongoStore:
         from mongostore.drivers.embedded import AsyncCollection
 
         items, vectors, backend = engine
-        wrapped = AsyncCollection(vectors)
-        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=wrapped, backend=backend)
+        return super()._embedded((AsyncCollection(items), AsyncCollection(vectors), backend), index, ttl)
 
     @classmethod
     @asynccontextmanager
@@ -122,32 +124,28 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ``mongomock://`` gives an in-memory store and ``mongostore-local://[/abs/dir]``
         the persistent embedded one (both in the base install): for development only.
         """
-        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
-        if embedded is not None:
-            async with embedded as store:
-                yield store
-            return
-        from pymongo import AsyncMongoClient
+        store = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if store is None:
+            from pymongo import AsyncMongoClient
 
-        await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
-        client: AsyncMongoClient[Any] = AsyncMongoClient(
-            conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
-        )
-        try:
-            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+            await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
+            client: AsyncMongoClient[Any] = AsyncMongoClient(
+                conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
+            )
+            try:
+                store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+            except BaseException:
+                await client.close()
+                raise
             store._owned_client = client
-            async with store:
-                yield store
-        finally:
-            await client.close()
+        async with store:
+            yield store
 
     # ------------------------------------------------------------------ BaseStore
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        sharded = (await self._io.server_info()).sharded  # asked once per store; behind mongos plans target shards
-        plan = _plan.batch_outcome_plan(ops, self._context(sharded))
-        outcome: _plan.BatchOutcome = await run_async(plan, self._io)
+        outcome: _plan.BatchOutcome = await run_async(self._batch_plan(ops, _plan.batch_outcome_plan), self._io)
         # What each op's caller must see, for ``_drain`` (the same task: the context is shared):
         # a rejected write fails its own callers only, whoever wraps or overrides abatch.
         _OUTCOME.set((ops, outcome))
@@ -241,11 +239,12 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
     async def setup(self) -> None:
         """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
-        await run_async(self._setup_plan(), self._io)
+        await run_async(_plan.setup_plan(self._index), self._io)
 
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
-        return await run_async(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     async def status(self) -> dict[str, Any]:
         return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
@@ -254,8 +253,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
-        plan = self._aggregate_plan(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted."""
@@ -265,14 +263,13 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
-        seconds = self._sweep_minutes(sweep_interval_minutes) * 60
+        seconds = self._sweep_seconds(sweep_interval_minutes)
 
         async def loop() -> None:
             while True:
                 await asyncio.sleep(seconds)
                 try:
-                    n = await self.sweep_ttl()
-                    if n:
+                    if n := await self.sweep_ttl():
                         logger.info("TTL sweep deleted %d expired item(s)", n)
                 except Exception:
                     logger.exception("TTL sweep failed; retrying next interval")

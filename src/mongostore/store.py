@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ from mongostore.config import (
 from mongostore.core import plan as _plan
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
+from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
@@ -71,7 +72,7 @@ def _with_omit(ttl: TTLSettings | None, omit: bool) -> TTLSettings:
 
 
 class _StoreConfig:
-    """Settings and helpers shared by the sync and async stores (no I/O)."""
+    """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
     collection: Any
     vectors_collection: Any | None
@@ -115,32 +116,53 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self, sharded: bool = False) -> _plan.PlanContext:
-        return _plan.PlanContext(
-            self.collection.name,
-            self._index,
-            _with_omit(self._ttl, self._omit_expired()),
-            utcnow(),
-            vectors_name=self._vectors_name(),
-            vector_cache=self._vector_cache,
-            sharded=sharded,
-        )
-
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
-    def _scoped(
-        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool = False
-    ) -> list[dict[str, Any]]:
+    # ------------------------------------------------------------------ the plans (the stores run them)
+
+    def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
+        # ServerInfo: asked once per store (no I/O on mongomock); behind mongos the plans target shards.
+        server: Capabilities = yield ServerInfo()
+        ttl = _with_omit(self._ttl, self._omit_expired())
+        ctx = _plan.PlanContext(
+            self.collection.name,
+            self._index,
+            ttl,
+            utcnow(),
+            vectors_name=self._vectors_name(),
+            vector_cache=self._vector_cache,
+            sharded=server.sharded,
+        )
+        return (yield from batch(ops, ctx))
+
+    def _aggregate_plan(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> _plan.Plan:
+        server: Capabilities = yield ServerInfo()
         cutoff = utcnow() if self._omit_expired() else None
-        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=sharded)
+        scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.sharded)
+        return (yield from _plan.aggregate_plan(scoped))
+
+    def _status_plan(self) -> _plan.Plan:
+        return _plan.status_plan(self._index, self._vectors_name())
+
+    def _sweep_plan(self) -> _plan.Plan:
+        return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
+
+    def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
+        if sweep_interval_minutes is not None:
+            return sweep_minutes(sweep_interval_minutes) * 60
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if configured is not None:
+            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']") * 60
+        return DEFAULT_SWEEP_MINUTES * 60
 
     # ------------------------------------------------------------------ the constructors both share
 
     @classmethod
     def _embedded(cls: type[S], engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> S:
-        """A store on an embedded engine's collections (the async store wraps them)."""
-        raise NotImplementedError
+        """A store on an embedded engine's collections."""
+        items, vectors, backend = engine
+        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)  # type: ignore[call-arg]
 
     @classmethod
     def in_memory(
@@ -192,33 +214,6 @@ class _StoreConfig:
             return cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
         return None
 
-    # ------------------------------------------------------------------ the plans of the extras
-
-    def _setup_plan(self) -> _plan.Plan:
-        return _plan.setup_plan(self._index)
-
-    def _shard_plan(self, hashed: bool) -> _plan.Plan:
-        return _plan.shard_plan(self.vectors_collection is not None, hashed)
-
-    def _status_plan(self) -> _plan.Plan:
-        return _plan.status_plan(self._index, self._vectors_name())
-
-    def _sweep_plan(self) -> _plan.Plan:
-        return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
-
-    def _aggregate_plan(
-        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool
-    ) -> _plan.Plan:
-        return _plan.aggregate_plan(self._scoped(namespace_prefix, pipeline, sharded))
-
-    def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
-        if sweep_interval_minutes is not None:
-            return sweep_minutes(sweep_interval_minutes)
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        if configured is not None:
-            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']")
-        return DEFAULT_SWEEP_MINUTES
-
 
 class MongoStore(_StoreConfig, BaseStore):
     """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
@@ -246,8 +241,6 @@ class MongoStore(_StoreConfig, BaseStore):
         self._sweeper_stop = threading.Event()
         self._owned_client: MongoClient[Any] | None = None
 
-    # ------------------------------------------------------------------ context manager
-
     def __enter__(self) -> MongoStore:
         return self
 
@@ -260,13 +253,6 @@ class MongoStore(_StoreConfig, BaseStore):
         client, self._owned_client = self._owned_client, None
         if client is not None:
             client.close()
-
-    # ------------------------------------------------------------------ constructors
-
-    @classmethod
-    def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> MongoStore:
-        items, vectors, backend = engine
-        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)
 
     @classmethod
     @contextmanager
@@ -285,27 +271,23 @@ class MongoStore(_StoreConfig, BaseStore):
 
         The client is tz-aware and closed when the block ends.
         """
-        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
-        if embedded is not None:
-            with embedded as store:
-                yield store
-            return
-        check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
-        client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
-        try:
-            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+        store = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if store is None:
+            check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
+            client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
+            try:
+                store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+            except BaseException:
+                client.close()
+                raise
             store._owned_client = client
-            with store:
-                yield store
-        finally:
-            client.close()
+        with store:
+            yield store
 
     # ------------------------------------------------------------------ BaseStore
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        # server_info(): asked once per store (no I/O on mongomock); behind mongos the plans target shards.
-        ctx = self._context(sharded=self._io.server_info().sharded)
-        return run_sync(_plan.batch_plan(list(ops), ctx), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -319,13 +301,14 @@ class MongoStore(_StoreConfig, BaseStore):
 
         Idempotent: safe to call on every start.
         """
-        run_sync(self._setup_plan(), self._io)
+        run_sync(_plan.setup_plan(self._index), self._io)
 
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
         ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
         collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
-        return run_sync(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return run_sync(plan, self._io)  # type: ignore[no-any-return]
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
@@ -339,8 +322,7 @@ class MongoStore(_StoreConfig, BaseStore):
         The store puts the scoping ``$match`` first and rejects stages that could read
         or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
         """
-        plan = self._aggregate_plan(namespace_prefix, pipeline, self._io.server_info().sharded)
-        return run_sync(plan, self._io)  # type: ignore[no-any-return]
+        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted.
@@ -354,16 +336,15 @@ class MongoStore(_StoreConfig, BaseStore):
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
-        minutes = self._sweep_minutes(sweep_interval_minutes)
+        seconds = self._sweep_seconds(sweep_interval_minutes)
         self._sweeper_stop.clear()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
             try:
-                while not self._sweeper_stop.wait(minutes * 60):
+                while not self._sweeper_stop.wait(seconds):
                     try:
-                        n = self.sweep_ttl()
-                        if n:
+                        if n := self.sweep_ttl():
                             logger.info("TTL sweep deleted %d expired item(s)", n)
                     except Exception:
                         logger.exception("TTL sweep failed; retrying next interval")
