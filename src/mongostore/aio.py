@@ -1,9 +1,8 @@
 """``AsyncMongoStore``: native asyncio on pymongo's ``AsyncMongoClient`` (Motor accepted).
 
-It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one
-event-loop tick are coalesced into one ``abatch``, which runs the same plans as
-``MongoStore`` through ``drivers.aio.run_async``. No thread pool is involved.
-Construct it inside a running event loop (LangGraph's base class requires it).
+It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one event-loop
+tick are coalesced into one ``abatch``, which runs the same plans as ``MongoStore``, with no
+thread pool. Construct it inside a running event loop (LangGraph's base class requires it).
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
-from mongostore.drivers.aio import AsyncIO, run_async
+from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
@@ -58,8 +57,6 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ...     await store.setup()
     ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
     """
-
-    supports_ttl = True
 
     def __init__(
         self,
@@ -96,9 +93,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         await self.stop_ttl_sweeper(timeout=5)
         client, self._owned_client = self._owned_client, None
         if client is not None:
-            result = client.close()
-            if asyncio.iscoroutine(result):
-                await result
+            await maybe_await(client.close())  # Motor's close() is not a coroutine
 
     @classmethod
     def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> AsyncMongoStore:
@@ -124,21 +119,19 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ``mongomock://`` gives an in-memory store and ``mongostore-local://[/abs/dir]``
         the persistent embedded one (both in the base install): for development only.
         """
-        store = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
-        if store is None:
-            from pymongo import AsyncMongoClient
+        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if embedded is not None:
+            async with embedded as store:
+                yield store
+            return
+        from pymongo import AsyncMongoClient
 
-            await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
-            client: AsyncMongoClient[Any] = AsyncMongoClient(
-                conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
-            )
-            try:
-                store = cls(client[db_name][collection_name], index=index, ttl=ttl)
-            except BaseException:
-                await client.close()
-                raise
+        await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
+        client: AsyncMongoClient[Any] = AsyncMongoClient(
+            conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
+        )
+        async with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
-        async with store:
             yield store
 
     # ------------------------------------------------------------------ BaseStore
@@ -152,12 +145,9 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         outcome.raise_any()
         return outcome.results
 
-    # Every a* method checks its op fully before queueing it (a bad call fails only its
-    # own caller, not the coroutines coalesced with it), with namespaces as tuples and
-    # keys str()-ed as BaseStore's sync methods do. The queue is drained by
-    # ``_drain`` (LangGraph's ``_run``, plus one thing): it calls ``abatch`` as ``_run``
-    # does, and gives a put whose write the server rejected its own error and every
-    # other op of the batch its result.
+    # Every a* method checks its op fully before queueing it (a bad call fails only its own caller,
+    # not the coroutines coalesced with it), with namespaces as tuples and keys str()-ed as
+    # BaseStore's sync methods do. ``_drain`` (not LangGraph's ``_run``) empties the queue.
 
     def _queue(self, op: Op) -> asyncio.Future[Any]:
         self._ensure_task()
@@ -283,62 +273,55 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             return True
         task, self._sweeper = self._sweeper, None
         task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
-        except asyncio.CancelledError:
-            return True
-        except asyncio.TimeoutError:
-            return False
-        return True
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
 
 async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weakref.ref[AsyncMongoStore]) -> None:
-    """LangGraph's batching loop, with one difference: errors go to the callers they concern.
-
-    Everything queued in one loop tick becomes one batch (deduplicated as LangGraph
-    does), run by ``store.abatch``. When the server rejects some writes, each put or delete whose write failed
-    (and every caller whose op was collapsed into it) gets a ``WriteError`` naming its
-    item; a write that failed as a whole (network, write concern) fails the puts and
-    deletes, and the reads whose TTL refresh it carried; the other reads are answered.
-    An error before the write (a read or the embedder) fails every caller of the batch.
-    """
+    """LangGraph's batching loop (``_run``): everything queued in one loop tick becomes one batch,
+    deduplicated as LangGraph does, run by ``store.abatch``; the store is not kept alive between ticks."""
     while item := await queue.get():
         items = [item]
         with contextlib.suppress(asyncio.QueueEmpty):
             while True:
                 items.append(queue.get_nowait())
-        items = [(fut, op) for fut, op in items if not fut.done()]
         store = ref()
         if store is None:
             break
-        try:
-            if not items:
-                continue
-            listen, ops = _dedupe_ops([op for _, op in items])
-            token = _OUTCOME.set(None)
-            try:
-                results = await store.abatch(ops)
-                errors: list[BaseException | None] = [None] * len(ops)
-            except Exception as exc:
-                ran = _OUTCOME.get()
-                if ran is None or ran[0] != ops:  # failed before its write, or a wrapper changed the ops
-                    for fut, _ in items:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                    continue
-                outcome = ran[1]
-                results = outcome.results
-                errors = [outcome.error_for(i, op) for i, op in enumerate(ops)]
-            finally:
-                _OUTCOME.reset(token)
-            for n, (fut, _) in enumerate(items):
-                if fut.done():
-                    continue
-                ix = listen[n] if listen is not None else n
-                error = errors[ix]
-                if error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(results[ix])
-        finally:
-            del store
+        await _answer(store, [(fut, op) for fut, op in items if not fut.done()])
+        del store
+
+
+async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any], Op]]) -> None:
+    """Run one batch; unlike LangGraph, errors go to the callers they concern.
+
+    When the server rejects some writes, each put or delete whose write failed (and every
+    caller whose op was collapsed into it) gets a ``WriteError`` naming its item; a write that
+    failed as a whole (network, write concern) fails the puts and deletes, and the reads whose
+    TTL refresh it carried; the other reads are answered. An error before the write (a read or
+    the embedder) fails every caller of the batch.
+    """
+    if not items:
+        return
+    listen, ops = _dedupe_ops([op for _, op in items])
+    token = _OUTCOME.set(None)
+    try:
+        results = await store.abatch(ops)
+        errors: list[BaseException | None] = [None] * len(ops)
+    except Exception as exc:
+        ran = _OUTCOME.get()
+        if ran is None or ran[0] != ops:  # failed before its write, or a wrapper changed the ops
+            results, errors = [None] * len(ops), [exc] * len(ops)
+        else:
+            results, errors = ran[1].results, [ran[1].error_for(i, op) for i, op in enumerate(ops)]
+    finally:
+        _OUTCOME.reset(token)
+    for n, (fut, _) in enumerate(items):
+        if fut.done():
+            continue
+        ix = listen[n] if listen is not None else n
+        error = errors[ix]
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(results[ix])

@@ -1,8 +1,6 @@
-"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``.
-
-Everything a method does is a plan from ``core.plan`` run by ``drivers.sync.run_sync``;
-this module only holds configuration, the connection helpers and the TTL sweeper
-thread. The constructor does no I/O; ``setup()`` creates indexes.
+"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``, and what it
+shares with ``AsyncMongoStore`` (``_StoreConfig``). Every method runs a plan from ``core.plan``;
+the constructor does no I/O, ``setup()`` creates indexes.
 """
 
 from __future__ import annotations
@@ -25,14 +23,7 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.driver_info import DriverInfo
 
-from mongostore.config import (
-    IndexSettings,
-    TTLSettings,
-    VectorSearchMode,
-    index_settings,
-    sweep_minutes,
-    ttl_settings,
-)
+from mongostore.config import TTLSettings, VectorSearchMode, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
@@ -74,11 +65,8 @@ def _with_omit(ttl: TTLSettings | None, omit: bool) -> TTLSettings:
 class _StoreConfig:
     """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
-    collection: Any
+    supports_ttl = True
     vectors_collection: Any | None
-    _index: IndexSettings | None
-    _ttl: TTLSettings | None
-    _vector_cache: VectorCache | None
 
     def _configure(
         self,
@@ -191,12 +179,10 @@ class _StoreConfig:
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
     ) -> S:
-        """The persistent embedded store: kept in ``<path>/<db_name>.bson``, no server needed.
+        """The persistent embedded store, for development: kept in ``<path>/<db_name>.bson``, no server.
 
-        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
-        or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
-        the file, so processes may share it; see ``mongostore.drivers.embedded``. For
-        development: a real deployment is MongoDB.
+        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore`` or
+        ``~/.local/share/mongostore`` (the CLI's). Each operation locks the file: processes may share it.
         """
         from mongostore.drivers.embedded import local_engine
 
@@ -222,8 +208,6 @@ class MongoStore(_StoreConfig, BaseStore):
     ...     store.setup()
     ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
     """
-
-    supports_ttl = True
 
     def __init__(
         self,
@@ -271,17 +255,15 @@ class MongoStore(_StoreConfig, BaseStore):
 
         The client is tz-aware and closed when the block ends.
         """
-        store = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
-        if store is None:
-            check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
-            client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
-            try:
-                store = cls(client[db_name][collection_name], index=index, ttl=ttl)
-            except BaseException:
-                client.close()
-                raise
+        embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
+        if embedded is not None:
+            with embedded as store:
+                yield store
+            return
+        check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
+        client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
+        with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
-        with store:
             yield store
 
     # ------------------------------------------------------------------ BaseStore
@@ -341,16 +323,13 @@ class MongoStore(_StoreConfig, BaseStore):
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
-            try:
-                while not self._sweeper_stop.wait(seconds):
-                    try:
-                        if n := self.sweep_ttl():
-                            logger.info("TTL sweep deleted %d expired item(s)", n)
-                    except Exception:
-                        logger.exception("TTL sweep failed; retrying next interval")
-                future.set_result(None)
-            except BaseException as exc:  # pragma: no cover - defensive
-                future.set_exception(exc)
+            while not self._sweeper_stop.wait(seconds):
+                try:
+                    if n := self.sweep_ttl():
+                        logger.info("TTL sweep deleted %d expired item(s)", n)
+                except Exception:
+                    logger.exception("TTL sweep failed; retrying next interval")
+            future.set_result(None)
 
         threading.Thread(target=loop, name="mongostore-ttl-sweeper", daemon=True).start()
         self._sweeper = future
@@ -361,9 +340,7 @@ class MongoStore(_StoreConfig, BaseStore):
         if self._sweeper is None:
             return True
         self._sweeper_stop.set()
-        try:
-            self._sweeper.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
+        if concurrent.futures.wait([self._sweeper], timeout).not_done:
             return False
         self._sweeper = None
         return True

@@ -9,10 +9,7 @@ handlers are ``shared.HANDLERS``, as for ``drivers.sync``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
 from types import GeneratorType
 from typing import Any
 
@@ -23,18 +20,14 @@ from mongostore.drivers import shared
 
 async def run_async(plan: Plan, io: AsyncIO) -> Any:
     """Drive a plan to completion with asyncio I/O, inside one unit of work of the backend."""
-    aunit = io.backend.aunit
-    async with aunit() if aunit is not None else _held(io.backend.unit):
+    if io.backend.aunit is None:
+        with io.backend.unit():
+            return await io.resolve(plan)
+    async with io.backend.aunit():
         return await io.resolve(plan)
 
 
-@contextlib.asynccontextmanager
-async def _held(unit: Callable[[], AbstractContextManager[Any]]) -> AsyncIterator[None]:
-    with unit():
-        yield
-
-
-async def _maybe_await(value: Any) -> Any:
+async def maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
@@ -66,7 +59,7 @@ class AsyncIO(shared.IOBase):
         if isinstance(x, GeneratorType):
             return await self._pump(x)
         if isinstance(x, shared.Rows):
-            cursor = await _maybe_await(x.cursor)
+            cursor = await maybe_await(x.cursor)
             return list(await cursor.to_list(length=None))
         if isinstance(x, shared.All):
             if len(x.each) == 1:  # no task: each costs the event loop a few scheduling passes (~10 us)
@@ -77,7 +70,7 @@ class AsyncIO(shared.IOBase):
                 self._lock = asyncio.Lock()
             async with self._lock:
                 return await self.resolve(x.handler)
-        return await _maybe_await(x)
+        return await maybe_await(x)
 
     async def _pump(self, gen: shared.Handler) -> Any:
         """``drivers.sync.pump``, awaiting each answer."""
