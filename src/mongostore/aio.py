@@ -198,14 +198,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        op = SearchOp(
-            as_namespace(namespace_prefix, "namespace prefix"),
-            filter,
-            limit,
-            offset,
-            query,
-            refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl),
-        )
+        prefix = as_namespace(namespace_prefix, "namespace prefix")
+        op = SearchOp(prefix, filter, limit, offset, query, refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl))
         return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
 
     async def alist_namespaces(

@@ -160,13 +160,10 @@ def _find_cursor(coll: Any, step: steps.Find) -> Any:
 
 def _model(req: WriteRequest, namespace: str | None = None) -> Any:
     ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
-    if req.kind == "update_one":
-        return UpdateOne(req.filter, req.update or {}, upsert=req.upsert, **ns)
-    if req.kind == "update_many":
-        return UpdateMany(req.filter, req.update or {}, upsert=req.upsert, **ns)
-    if req.kind == "delete_one":
-        return DeleteOne(req.filter, **ns)
-    return DeleteMany(req.filter, **ns)
+    if req.kind in ("update_one", "update_many"):
+        update = UpdateOne if req.kind == "update_one" else UpdateMany
+        return update(req.filter, req.update or {}, upsert=req.upsert, **ns)
+    return (DeleteOne if req.kind == "delete_one" else DeleteMany)(req.filter, **ns)
 
 
 def _count(result: Any, name: str) -> int:
@@ -182,15 +179,12 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
     requests = step.requests
     caps = (yield ServerInfo()) if len({r.role for r in requests}) > 1 else io.server
     if caps is not None and caps.client_bulk_write:
-        # One client-level bulk_write: each model names its collection (``db.coll``).
-        names = {"items": io.items.full_name, "vectors": io.vectors.full_name if io.vectors is not None else ""}
-        # Its deleted_count sums every collection: count the item deletions from the per-request results.
+        # One client-level bulk_write: each model names its collection (``db.coll``). Its
+        # deleted_count sums every collection: count the item deletions from the per-request results.
+        models = [_model(r, io.coll(r.role).full_name) for r in requests]
         verbose = any(r.role == "items" and r.kind.startswith("delete") for r in requests)
-        client = io.items.database.client
         try:
-            res = yield client.bulk_write(
-                [_model(r, names[r.role]) for r in requests], ordered=False, verbose_results=verbose
-            )
+            res = yield io.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
         except ClientBulkWriteException as exc:
             raw: list[Any] = list(exc.write_errors or [])
             if not raw or exc.error or exc.write_concern_errors:
