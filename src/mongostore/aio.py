@@ -1,9 +1,8 @@
 """``AsyncMongoStore``: native asyncio on pymongo's ``AsyncMongoClient`` (Motor accepted).
 
-It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one
-event-loop tick are coalesced into one ``abatch``, which runs the same plans as
-``MongoStore`` through ``drivers.aio.run_async``. No thread pool is involved.
-Construct it inside a running event loop (LangGraph's base class requires it).
+It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one event-loop
+tick are coalesced into one ``abatch``, which runs the same plans as ``MongoStore``, with no
+thread pool. Construct it inside a running event loop (LangGraph's base class requires it).
 """
 
 from __future__ import annotations
@@ -40,9 +39,9 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
 from mongostore.core import plan as _plan
 from mongostore.core.codec import as_namespace
-from mongostore.drivers.aio import AsyncIO, run_async
+from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
-from mongostore.drivers.connect import check_reachable, require_running_loop
+from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
 
 logger = logging.getLogger("mongostore")
@@ -59,8 +58,6 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
     """
 
-    supports_ttl = True
-
     def __init__(
         self,
         collection: Any,
@@ -72,13 +69,18 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ) -> None:
         """``backend``: as for ``MongoStore``."""
         self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
-        require_running_loop(type(self).__name__)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # one line, where LangGraph raises a bare "no running event loop", then fails in __del__
+            raise RuntimeError(
+                f"{type(self).__name__} needs a running event loop: create it inside async code (in a "
+                "coroutine run by asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
+                "sync code uses MongoStore"
+            ) from None
         super().__init__()
         self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
         self._sweeper: asyncio.Task[None] | None = None
         self._owned_client: Any = None
-
-    # ------------------------------------------------------------------ context manager
 
     async def __aenter__(self) -> AsyncMongoStore:
         return self
@@ -91,19 +93,14 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         await self.stop_ttl_sweeper(timeout=5)
         client, self._owned_client = self._owned_client, None
         if client is not None:
-            result = client.close()
-            if asyncio.iscoroutine(result):
-                await result
-
-    # ------------------------------------------------------------------ constructors
+            await maybe_await(client.close())  # Motor's close() is not a coroutine
 
     @classmethod
     def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> AsyncMongoStore:
         from mongostore.drivers.embedded import AsyncCollection
 
         items, vectors, backend = engine
-        wrapped = AsyncCollection(vectors)
-        return cls(AsyncCollection(items), index=index, ttl=ttl, vectors_collection=wrapped, backend=backend)
+        return super()._embedded((AsyncCollection(items), AsyncCollection(vectors), backend), index, ttl)
 
     @classmethod
     @asynccontextmanager
@@ -133,33 +130,24 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         client: AsyncMongoClient[Any] = AsyncMongoClient(
             conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
         )
-        try:
-            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+        async with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
-            async with store:
-                yield store
-        finally:
-            await client.close()
+            yield store
 
     # ------------------------------------------------------------------ BaseStore
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        sharded = (await self._io.server_info()).sharded  # asked once per store; behind mongos plans target shards
-        plan = _plan.batch_outcome_plan(ops, self._context(sharded))
-        outcome: _plan.BatchOutcome = await run_async(plan, self._io)
+        outcome: _plan.BatchOutcome = await run_async(self._batch_plan(ops, _plan.batch_outcome_plan), self._io)
         # What each op's caller must see, for ``_drain`` (the same task: the context is shared):
         # a rejected write fails its own callers only, whoever wraps or overrides abatch.
         _OUTCOME.set((ops, outcome))
         outcome.raise_any()
         return outcome.results
 
-    # Every a* method checks its op fully before queueing it (a bad call fails only its
-    # own caller, not the coroutines coalesced with it), with namespaces as tuples and
-    # keys str()-ed as BaseStore's sync methods do. The queue is drained by
-    # ``_drain`` (LangGraph's ``_run``, plus one thing): it calls ``abatch`` as ``_run``
-    # does, and gives a put whose write the server rejected its own error and every
-    # other op of the batch its result.
+    # Every a* method checks its op fully before queueing it (a bad call fails only its own caller,
+    # not the coroutines coalesced with it), with namespaces as tuples and keys str()-ed as
+    # BaseStore's sync methods do. ``_drain`` (not LangGraph's ``_run``) empties the queue.
 
     def _queue(self, op: Op) -> asyncio.Future[Any]:
         self._ensure_task()
@@ -210,14 +198,8 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        op = SearchOp(
-            as_namespace(namespace_prefix, "namespace prefix"),
-            filter,
-            limit,
-            offset,
-            query,
-            refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl),
-        )
+        prefix = as_namespace(namespace_prefix, "namespace prefix")
+        op = SearchOp(prefix, filter, limit, offset, query, refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl))
         return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
 
     async def alist_namespaces(
@@ -241,11 +223,12 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
 
     async def setup(self) -> None:
         """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
-        await run_async(self._setup_plan(), self._io)
+        await run_async(_plan.setup_plan(self._index), self._io)
 
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
-        return await run_async(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
     async def status(self) -> dict[str, Any]:
         return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
@@ -254,8 +237,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
-        plan = self._aggregate_plan(namespace_prefix, pipeline, (await self._io.server_info()).sharded)
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted."""
@@ -265,14 +247,13 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
-        seconds = self._sweep_minutes(sweep_interval_minutes) * 60
+        seconds = self._sweep_seconds(sweep_interval_minutes)
 
         async def loop() -> None:
             while True:
                 await asyncio.sleep(seconds)
                 try:
-                    n = await self.sweep_ttl()
-                    if n:
+                    if n := await self.sweep_ttl():
                         logger.info("TTL sweep deleted %d expired item(s)", n)
                 except Exception:
                     logger.exception("TTL sweep failed; retrying next interval")
@@ -286,62 +267,55 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             return True
         task, self._sweeper = self._sweeper, None
         task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout)
-        except asyncio.CancelledError:
-            return True
-        except asyncio.TimeoutError:
-            return False
-        return True
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
 
 async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weakref.ref[AsyncMongoStore]) -> None:
-    """LangGraph's batching loop, with one difference: errors go to the callers they concern.
-
-    Everything queued in one loop tick becomes one batch (deduplicated as LangGraph
-    does), run by ``store.abatch``. When the server rejects some writes, each put or delete whose write failed
-    (and every caller whose op was collapsed into it) gets a ``WriteError`` naming its
-    item; a write that failed as a whole (network, write concern) fails the puts and
-    deletes, and the reads whose TTL refresh it carried; the other reads are answered.
-    An error before the write (a read or the embedder) fails every caller of the batch.
-    """
+    """LangGraph's batching loop (``_run``): everything queued in one loop tick becomes one batch,
+    deduplicated as LangGraph does, run by ``store.abatch``; the store is not kept alive between ticks."""
     while item := await queue.get():
         items = [item]
         with contextlib.suppress(asyncio.QueueEmpty):
             while True:
                 items.append(queue.get_nowait())
-        items = [(fut, op) for fut, op in items if not fut.done()]
         store = ref()
         if store is None:
             break
-        try:
-            if not items:
-                continue
-            listen, ops = _dedupe_ops([op for _, op in items])
-            token = _OUTCOME.set(None)
-            try:
-                results = await store.abatch(ops)
-                errors: list[BaseException | None] = [None] * len(ops)
-            except Exception as exc:
-                ran = _OUTCOME.get()
-                if ran is None or ran[0] != ops:  # failed before its write, or a wrapper changed the ops
-                    for fut, _ in items:
-                        if not fut.done():
-                            fut.set_exception(exc)
-                    continue
-                outcome = ran[1]
-                results = outcome.results
-                errors = [outcome.error_for(i, op) for i, op in enumerate(ops)]
-            finally:
-                _OUTCOME.reset(token)
-            for n, (fut, _) in enumerate(items):
-                if fut.done():
-                    continue
-                ix = listen[n] if listen is not None else n
-                error = errors[ix]
-                if error is not None:
-                    fut.set_exception(error)
-                else:
-                    fut.set_result(results[ix])
-        finally:
-            del store
+        await _answer(store, [(fut, op) for fut, op in items if not fut.done()])
+        del store
+
+
+async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any], Op]]) -> None:
+    """Run one batch; unlike LangGraph, errors go to the callers they concern.
+
+    When the server rejects some writes, each put or delete whose write failed (and every
+    caller whose op was collapsed into it) gets a ``WriteError`` naming its item; a write that
+    failed as a whole (network, write concern) fails the puts and deletes, and the reads whose
+    TTL refresh it carried; the other reads are answered. An error before the write (a read or
+    the embedder) fails every caller of the batch.
+    """
+    if not items:
+        return
+    listen, ops = _dedupe_ops([op for _, op in items])
+    token = _OUTCOME.set(None)
+    try:
+        results = await store.abatch(ops)
+        errors: list[BaseException | None] = [None] * len(ops)
+    except Exception as exc:
+        ran = _OUTCOME.get()
+        if ran is None or ran[0] != ops:  # failed before its write, or a wrapper changed the ops
+            results, errors = [None] * len(ops), [exc] * len(ops)
+        else:
+            results, errors = ran[1].results, [ran[1].error_for(i, op) for i, op in enumerate(ops)]
+    finally:
+        _OUTCOME.reset(token)
+    for n, (fut, _) in enumerate(items):
+        if fut.done():
+            continue
+        ix = listen[n] if listen is not None else n
+        error = errors[ix]
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(results[ix])

@@ -1,8 +1,6 @@
-"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``.
-
-Everything a method does is a plan from ``core.plan`` run by ``drivers.sync.run_sync``;
-this module only holds configuration, the connection helpers and the TTL sweeper
-thread. The constructor does no I/O; ``setup()`` creates indexes.
+"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``, and what it
+shares with ``AsyncMongoStore`` (``_StoreConfig``). Every method runs a plan from ``core.plan``;
+the constructor does no I/O, ``setup()`` creates indexes.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import functools
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -25,17 +23,11 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.driver_info import DriverInfo
 
-from mongostore.config import (
-    IndexSettings,
-    TTLSettings,
-    VectorSearchMode,
-    index_settings,
-    sweep_minutes,
-    ttl_settings,
-)
+from mongostore.config import TTLSettings, VectorSearchMode, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
+from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
@@ -71,13 +63,10 @@ def _with_omit(ttl: TTLSettings | None, omit: bool) -> TTLSettings:
 
 
 class _StoreConfig:
-    """Settings and helpers shared by the sync and async stores (no I/O)."""
+    """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
-    collection: Any
+    supports_ttl = True
     vectors_collection: Any | None
-    _index: IndexSettings | None
-    _ttl: TTLSettings | None
-    _vector_cache: VectorCache | None
 
     def _configure(
         self,
@@ -115,32 +104,53 @@ class _StoreConfig:
         # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
-    def _context(self, sharded: bool = False) -> _plan.PlanContext:
-        return _plan.PlanContext(
-            self.collection.name,
-            self._index,
-            _with_omit(self._ttl, self._omit_expired()),
-            utcnow(),
-            vectors_name=self._vectors_name(),
-            vector_cache=self._vector_cache,
-            sharded=sharded,
-        )
-
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
-    def _scoped(
-        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool = False
-    ) -> list[dict[str, Any]]:
+    # ------------------------------------------------------------------ the plans (the stores run them)
+
+    def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
+        # ServerInfo: asked once per store (no I/O on mongomock); behind mongos the plans target shards.
+        server: Capabilities = yield ServerInfo()
+        ttl = _with_omit(self._ttl, self._omit_expired())
+        ctx = _plan.PlanContext(
+            self.collection.name,
+            self._index,
+            ttl,
+            utcnow(),
+            vectors_name=self._vectors_name(),
+            vector_cache=self._vector_cache,
+            sharded=server.sharded,
+        )
+        return (yield from batch(ops, ctx))
+
+    def _aggregate_plan(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> _plan.Plan:
+        server: Capabilities = yield ServerInfo()
         cutoff = utcnow() if self._omit_expired() else None
-        return scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=sharded)
+        scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.sharded)
+        return (yield from _plan.aggregate_plan(scoped))
+
+    def _status_plan(self) -> _plan.Plan:
+        return _plan.status_plan(self._index, self._vectors_name())
+
+    def _sweep_plan(self) -> _plan.Plan:
+        return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
+
+    def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
+        if sweep_interval_minutes is not None:
+            return sweep_minutes(sweep_interval_minutes) * 60
+        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
+        if configured is not None:
+            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']") * 60
+        return DEFAULT_SWEEP_MINUTES * 60
 
     # ------------------------------------------------------------------ the constructors both share
 
     @classmethod
     def _embedded(cls: type[S], engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> S:
-        """A store on an embedded engine's collections (the async store wraps them)."""
-        raise NotImplementedError
+        """A store on an embedded engine's collections."""
+        items, vectors, backend = engine
+        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)  # type: ignore[call-arg]
 
     @classmethod
     def in_memory(
@@ -169,12 +179,10 @@ class _StoreConfig:
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
     ) -> S:
-        """The persistent embedded store: kept in ``<path>/<db_name>.bson``, no server needed.
+        """The persistent embedded store, for development: kept in ``<path>/<db_name>.bson``, no server.
 
-        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore``
-        or ``~/.local/share/mongostore`` (the CLI's default store). Each operation locks
-        the file, so processes may share it; see ``mongostore.drivers.embedded``. For
-        development: a real deployment is MongoDB.
+        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore`` or
+        ``~/.local/share/mongostore`` (the CLI's). Each operation locks the file: processes may share it.
         """
         from mongostore.drivers.embedded import local_engine
 
@@ -192,33 +200,6 @@ class _StoreConfig:
             return cls.local(path, index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
         return None
 
-    # ------------------------------------------------------------------ the plans of the extras
-
-    def _setup_plan(self) -> _plan.Plan:
-        return _plan.setup_plan(self._index)
-
-    def _shard_plan(self, hashed: bool) -> _plan.Plan:
-        return _plan.shard_plan(self.vectors_collection is not None, hashed)
-
-    def _status_plan(self) -> _plan.Plan:
-        return _plan.status_plan(self._index, self._vectors_name())
-
-    def _sweep_plan(self) -> _plan.Plan:
-        return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
-
-    def _aggregate_plan(
-        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]], sharded: bool
-    ) -> _plan.Plan:
-        return _plan.aggregate_plan(self._scoped(namespace_prefix, pipeline, sharded))
-
-    def _sweep_minutes(self, sweep_interval_minutes: float | None) -> float:
-        if sweep_interval_minutes is not None:
-            return sweep_minutes(sweep_interval_minutes)
-        configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        if configured is not None:
-            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']")
-        return DEFAULT_SWEEP_MINUTES
-
 
 class MongoStore(_StoreConfig, BaseStore):
     """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
@@ -227,8 +208,6 @@ class MongoStore(_StoreConfig, BaseStore):
     ...     store.setup()
     ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
     """
-
-    supports_ttl = True
 
     def __init__(
         self,
@@ -246,8 +225,6 @@ class MongoStore(_StoreConfig, BaseStore):
         self._sweeper_stop = threading.Event()
         self._owned_client: MongoClient[Any] | None = None
 
-    # ------------------------------------------------------------------ context manager
-
     def __enter__(self) -> MongoStore:
         return self
 
@@ -260,13 +237,6 @@ class MongoStore(_StoreConfig, BaseStore):
         client, self._owned_client = self._owned_client, None
         if client is not None:
             client.close()
-
-    # ------------------------------------------------------------------ constructors
-
-    @classmethod
-    def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> MongoStore:
-        items, vectors, backend = engine
-        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)
 
     @classmethod
     @contextmanager
@@ -292,20 +262,14 @@ class MongoStore(_StoreConfig, BaseStore):
             return
         check_reachable(conn_string, client_kwargs)  # nothing listening: one line at once, not 30 s
         client: MongoClient[Any] = MongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
-        try:
-            store = cls(client[db_name][collection_name], index=index, ttl=ttl)
+        with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
-            with store:
-                yield store
-        finally:
-            client.close()
+            yield store
 
     # ------------------------------------------------------------------ BaseStore
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        # server_info(): asked once per store (no I/O on mongomock); behind mongos the plans target shards.
-        ctx = self._context(sharded=self._io.server_info().sharded)
-        return run_sync(_plan.batch_plan(list(ops), ctx), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)  # type: ignore[no-any-return]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -319,13 +283,14 @@ class MongoStore(_StoreConfig, BaseStore):
 
         Idempotent: safe to call on every start.
         """
-        run_sync(self._setup_plan(), self._io)
+        run_sync(_plan.setup_plan(self._index), self._io)
 
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
         ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
         collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
-        return run_sync(self._shard_plan(hashed), self._io)  # type: ignore[no-any-return]
+        plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
+        return run_sync(plan, self._io)  # type: ignore[no-any-return]
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
@@ -339,8 +304,7 @@ class MongoStore(_StoreConfig, BaseStore):
         The store puts the scoping ``$match`` first and rejects stages that could read
         or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
         """
-        plan = self._aggregate_plan(namespace_prefix, pipeline, self._io.server_info().sharded)
-        return run_sync(plan, self._io)  # type: ignore[no-any-return]
+        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted.
@@ -354,22 +318,18 @@ class MongoStore(_StoreConfig, BaseStore):
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
-        minutes = self._sweep_minutes(sweep_interval_minutes)
+        seconds = self._sweep_seconds(sweep_interval_minutes)
         self._sweeper_stop.clear()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
-            try:
-                while not self._sweeper_stop.wait(minutes * 60):
-                    try:
-                        n = self.sweep_ttl()
-                        if n:
-                            logger.info("TTL sweep deleted %d expired item(s)", n)
-                    except Exception:
-                        logger.exception("TTL sweep failed; retrying next interval")
-                future.set_result(None)
-            except BaseException as exc:  # pragma: no cover - defensive
-                future.set_exception(exc)
+            while not self._sweeper_stop.wait(seconds):
+                try:
+                    if n := self.sweep_ttl():
+                        logger.info("TTL sweep deleted %d expired item(s)", n)
+                except Exception:
+                    logger.exception("TTL sweep failed; retrying next interval")
+            future.set_result(None)
 
         threading.Thread(target=loop, name="mongostore-ttl-sweeper", daemon=True).start()
         self._sweeper = future
@@ -380,9 +340,7 @@ class MongoStore(_StoreConfig, BaseStore):
         if self._sweeper is None:
             return True
         self._sweeper_stop.set()
-        try:
-            self._sweeper.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
+        if concurrent.futures.wait([self._sweeper], timeout).not_done:
             return False
         self._sweeper = None
         return True

@@ -182,16 +182,18 @@ def test_failed_vector_write_leaves_no_stale_match_and_next_put_re_embeds(
     store.setup()
     store.put(("a",), "k", {"text": "pizza"})
     io = store._io
-    real_write = io.write
+    real_execute = io.execute
 
-    def items_only_then_fail(step: Write) -> Any:
-        real_write(Write(tuple(r for r in step.requests if r.role == "items")))
+    def items_only_then_fail(step: Any) -> Any:
+        if not isinstance(step, Write):
+            return real_execute(step)
+        real_execute(Write(tuple(r for r in step.requests if r.role == "items")))
         raise ConnectionError("the vector write was lost")
 
-    monkeypatch.setattr(io, "write", items_only_then_fail)
+    monkeypatch.setattr(io, "execute", items_only_then_fail)
     with pytest.raises(ConnectionError):
         store.put(("a",), "k", {"text": "sushi"})
-    monkeypatch.setattr(io, "write", real_write)
+    monkeypatch.setattr(io, "execute", real_execute)
     assert store.get(("a",), "k").value == {"text": "sushi"}  # type: ignore[union-attr]
     # the old "pizza" vector no longer matches the item: never a stale match
     assert [r.key for r in store.search(("a",), query="pizza") if r.score is not None] == []

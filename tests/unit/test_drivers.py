@@ -362,16 +362,15 @@ def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
 
 
 def test_each_driver_has_one_handler_per_step_type() -> None:
-    """The dispatch tables cover every step of ``core.steps.Step``, and nothing else."""
+    """The dispatch table (both drivers') covers every step of ``core.steps.Step``, and nothing else."""
     import typing
 
     from mongostore.core.steps import Step
-    from mongostore.drivers import aio, sync
+    from mongostore.drivers import shared
 
     steps = set(typing.get_args(Step))
     assert steps, "Step is a union of the step types"
-    assert set(sync.HANDLERS) == steps
-    assert set(aio.HANDLERS) == steps
+    assert set(shared.HANDLERS) == steps
 
 
 async def test_drivers_refuse_an_unknown_step() -> None:

@@ -1,24 +1,9 @@
 """What a store runs on (``Backend``): its capabilities, stated once, and its unit of work.
 
-A store's driver asks its ``Backend`` instead of guessing from the collection's type:
-
-- ``emulated``: an engine in this process (mongomock, the local file), not a MongoDB server:
-  it answers no server commands (``hello``, ``buildInfo``), has no client-level
-  ``bulk_write``, and a ``$vectorSearch`` it cannot run means "no vector search here";
-- ``local_file``: the emulated engine keeps its data in a file (``drivers.embedded``);
-- ``threads``: independent reads and writes may run in threads at once (a pymongo client
-  is thread-safe; an emulated engine is not);
-- ``unit()``: the unit of work the driver holds around a whole plan, so that a store
-  operation is one transaction of the engine: a lock for an engine that is not
-  thread-safe, the file's lock-load-save for the local store (one save per operation).
-  Reentrant: a plan's driver may run a probe plan inside it.
-- ``aunit()``: the same unit for the async driver, when holding ``unit()`` would block the
-  event loop (the local file: its lock and file I/O run on the engine's thread); None:
-  the async driver holds ``unit()``.
-
-``backend_for`` gives the backend of a collection a user passed (a pymongo or Motor
-collection: a server; a mongomock one: emulated, its operations serialised by a lock
-per mongomock client). The embedded stores build theirs (``drivers.embedded``).
+A store's driver asks its ``Backend`` instead of guessing from the collection's type.
+``backend_for`` gives the backend of a collection a user passed (pymongo or Motor: a server;
+mongomock: emulated, serialised by one lock per client); the embedded stores build theirs
+(``drivers.embedded``).
 """
 
 from __future__ import annotations
@@ -28,7 +13,7 @@ import functools
 import importlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +21,20 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Backend:
-    """A store's backend: capabilities and the unit of work around each plan (see the module docstring)."""
+    """A store's backend.
+
+    - ``emulated``: an engine in this process (mongomock, the local file), not a MongoDB server:
+      it answers no server commands (``hello``, ``buildInfo``), has no client-level
+      ``bulk_write``, and a ``$vectorSearch`` it cannot run means "no vector search here";
+    - ``local_file``: the emulated engine keeps its data in a file (``drivers.embedded``);
+    - ``threads``: independent reads and writes may run in threads at once (a pymongo client
+      is thread-safe; an emulated engine is not);
+    - ``unit()``: held around a whole plan, so that a store operation is one transaction of
+      the engine: a lock for an engine that is not thread-safe, the file's lock-load-save for
+      the local store (one save per operation);
+    - ``aunit()``: the same for the async driver, when holding ``unit()`` would block the event
+      loop (the local file: its lock and file I/O run on the engine's thread); None: ``unit()``.
+    """
 
     name: str = "mongodb"
     emulated: bool = False
@@ -52,27 +50,12 @@ _LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDiction
 _LOCKS_GUARD = threading.Lock()
 
 
-def engine_lock(client: Any) -> threading.RLock:
-    """The one lock of an emulated engine's client: every store on it takes the same one."""
+def mongomock_backend(client: Any) -> Backend:
+    """An in-process mongomock engine: not thread-safe, so each plan holds its client's one
+    lock (every store on the client takes the same one)."""
     with _LOCKS_GUARD:
-        lock = _LOCKS.get(client)
-        if lock is None:
-            lock = _LOCKS[client] = threading.RLock()
-        return lock
-
-
-def locked_unit(lock: threading.RLock) -> Callable[[], AbstractContextManager[Any]]:
-    @contextlib.contextmanager
-    def unit() -> Iterator[None]:
-        with lock:
-            yield
-
-    return unit
-
-
-def mongomock_backend(client: Any, name: str = "mongomock") -> Backend:
-    """An in-process mongomock engine: not thread-safe, so each plan holds its client's lock."""
-    return Backend(name=name, emulated=True, threads=False, unit=locked_unit(engine_lock(client)))
+        lock = _LOCKS.setdefault(client, threading.RLock())
+    return Backend(name="mongomock", emulated=True, threads=False, unit=lambda: lock)
 
 
 def backend_for(collection: Any) -> Backend:

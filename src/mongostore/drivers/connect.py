@@ -1,22 +1,16 @@
 """Is the server there? One check, in milliseconds, before pymongo waits its whole timeout.
 
-pymongo retries an unreachable server until ``serverSelectionTimeoutMS`` (30 s by default)
-and then raises a ``ServerSelectionTimeoutError`` holding its whole topology description.
-``probe_server`` resolves the hosts and opens one TCP connection to each instead: a refused
-connection, an unknown host or an SRV name with no record fails at once with one line
-(``ServerUnreachableError``). ``MongoStore.from_conn_string``, ``AsyncMongoStore.from_conn_string``,
-the ``mongostore`` command and the Agent Server's ``make_store`` all use it.
+pymongo retries an unreachable server until ``serverSelectionTimeoutMS`` (30 s by default),
+then raises a ``ServerSelectionTimeoutError`` holding its whole topology description. Used by
+both stores' ``from_conn_string``, the ``mongostore`` command and the Agent Server's ``make_store``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 
 from mongostore.errors import ServerUnreachableError
-
-__all__ = ["PYTHON_HINT", "check_reachable", "probe_server", "require_running_loop"]
 
 #: What the error adds for Python callers (the CLI and the Agent Server give their own).
 PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
@@ -29,15 +23,11 @@ _probed: dict[str, float] = {}
 
 
 def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | None:
-    """Fail in milliseconds where pymongo would wait its whole server-selection timeout.
-
-    Resolves the hosts (an SRV lookup for ``mongodb+srv://``) and opens one TCP
-    connection to each, at most 3 s. Raises ``ServerUnreachableError`` when none
-    accepts (connection refused, unknown host, no such SRV record), with a one-line
-    reason ending in ``hint``; returns a note when a host did not answer in time
-    (pymongo may still reach it within ``timeout``); ``None`` when one accepted. A URI
-    that is not valid raises pymongo's ``ConfigurationError`` (bad input), before any
-    network use.
+    """Resolve the hosts (an SRV lookup for ``mongodb+srv://``) and open one TCP connection to each,
+    at most 3 s: ``ServerUnreachableError`` when none accepts (refused, unknown host, no such SRV
+    record), one line ending in ``hint``; a note when a host did not answer in time (pymongo may
+    still reach it within ``timeout``); None when one accepted. An invalid URI raises pymongo's
+    ``ConfigurationError`` before any network use.
     """
     from pymongo.errors import ConfigurationError as PyMongoConfigurationError
     from pymongo.errors import InvalidURI
@@ -55,7 +45,8 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
         if not srv:
             raise
         host = uri[len("mongodb+srv://") :].rsplit("@", 1)[-1].split("/")[0].split("?")[0]
-        raise ServerUnreachableError(f"cannot resolve the mongodb+srv host {host}: {_first_line(exc)}") from None
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0][:300]
+        raise ServerUnreachableError(f"cannot resolve the mongodb+srv host {host}: {reason}") from None
     probe = min(timeout, 3.0)
     refused: list[str] = []
     silent: list[str] = []
@@ -94,22 +85,3 @@ def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = 
     raw = (client_kwargs or {}).get("serverSelectionTimeoutMS")
     timeout = DEFAULT_SELECTION_TIMEOUT if not isinstance(raw, (int, float)) or raw <= 0 else raw / 1000
     return probe_server(conn_string, timeout)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
-
-
-def require_running_loop(what: str) -> None:
-    """An async store binds its batching task to the running loop: say so in one line when
-    there is none (LangGraph's ``AsyncBatchedBaseStore`` raises a bare "no running event
-    loop" and then a second traceback from ``__del__``)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        raise RuntimeError(
-            f"{what} needs a running event loop: create it inside async code (in a coroutine run by "
-            "asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
-            "sync code uses MongoStore"
-        ) from None

@@ -1,17 +1,19 @@
-"""What both drivers share, without I/O: pymongo models, cursors, bulk-write error mapping,
-capability bookkeeping, and the dispatch of a step to its handler.
+"""How each step of ``core.steps`` runs (``HANDLERS``), written once for both drivers.
 
-The sync driver (``drivers.sync``) and the async one (``drivers.aio``) each hold one table
-from step type to handler; ``handler_for`` looks a step up in it. Adding a step means one
-entry in each table (``tests/unit/test_drivers.py`` checks that every step has both).
+A handler returns what its driver answers: a pymongo call's result (the async driver
+awaits it), ``Rows`` (a cursor's documents), ``All`` (several answers at once: threads or
+tasks), ``Locked`` (one task at a time), a step, or a generator yielding these, pumped like
+a plan (a failed call's exception is thrown back into it). So ``drivers.sync`` and
+``drivers.aio`` write only how to wait: ``SyncIO.resolve`` and ``AsyncIO.resolve``.
+Adding a step means one entry here (``tests/unit/test_drivers.py`` checks every step has one).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from pymongo import DeleteMany, DeleteOne, UpdateMany, UpdateOne
@@ -19,25 +21,49 @@ from pymongo.errors import BulkWriteError, ClientBulkWriteException, CollectionI
 from pymongo.operations import SearchIndexModel
 
 from mongostore.config import VectorSearchMode
-from mongostore.core.plan import Plan, search_probe_plan, server_probe_plan
-from mongostore.core.queries import IndexSpec, Role, WriteRequest
-from mongostore.core.steps import Aggregate, Capabilities, CreateSearchIndex, DisableVectorSearch, Find
+from mongostore.core import steps
+from mongostore.core.plan import search_probe_plan, server_probe_plan
+from mongostore.core.queries import Role, WriteRequest
+from mongostore.core.steps import Capabilities, ServerInfo, WriteOutcome
 from mongostore.drivers.backend import Backend, backend_for
 
-H = TypeVar("H", bound=Callable[..., Any])
-
-# While the vector index is missing or building, ask again this often (seconds).
-RECHECK_SECONDS = 30.0
+Handler = Generator[Any, Any, Any]
 NAMESPACE_EXISTS = 48
 
 
+@dataclass(frozen=True)
+class Rows:
+    """A cursor's documents (async: Motor's ``aggregate`` gives the cursor, pymongo's an awaitable of it)."""
+
+    cursor: Any
+
+
+@dataclass(frozen=True)
+class All:
+    """The answers of ``each`` (steps or handlers), run at once."""
+
+    each: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Locked:
+    """``handler``'s answer, one task at a time (the async probes: one round trip, not one per task)."""
+
+    handler: Handler
+
+
 class IOBase:
-    """What both drivers' I/O objects hold, and their capability bookkeeping (no I/O here).
+    """A store's collections, embedder and backend, and what it knows of the server.
 
     ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state,
     what searches need, asked again every ``recheck_seconds`` while the index is missing
     or building.
     """
+
+    server: Capabilities | None = None
+    caps: Capabilities | None = None
+    recheck_seconds = 30.0
+    _checked_at = 0.0
 
     def __init__(
         self,
@@ -52,199 +78,213 @@ class IOBase:
         self.vectors = vectors
         self.embeddings = embeddings
         self.mode = mode
-        self.server: Capabilities | None = None
-        self.caps: Capabilities | None = None
-        self.recheck_seconds = RECHECK_SECONDS
-        self._checked_at = 0.0
 
     def coll(self, role: Role) -> Any:
-        if role == "vectors":
-            if self.vectors is None:
-                raise no_vectors_error()
-            return self.vectors
-        return self.items
+        if role == "items":
+            return self.items
+        if self.vectors is None:
+            raise RuntimeError("no vectors collection: configure index= for semantic search")
+        return self.vectors
 
-    def server_plan(self, has_client_bulk: bool) -> Plan:
-        return server_probe_plan(
-            emulated=self.backend.emulated, has_client_bulk=has_client_bulk, local=self.backend.local_file
-        )
-
-    def search_plan(self, server: Capabilities, index_name: str) -> Plan:
-        return search_probe_plan(
-            server, has_vectors=self.vectors is not None, mode=self.mode, index_name=index_name, previous=self.caps
-        )
+    def has_client_bulk(self) -> bool:
+        return callable(getattr(self.items.database.client, "bulk_write", None))
 
     def probe_due(self, refresh: bool) -> bool:
-        return due(self.caps, self._checked_at, self.recheck_seconds, refresh)
+        caps = self.caps
+        return caps is None or refresh or (caps.recheck and time.monotonic() - self._checked_at >= self.recheck_seconds)
 
-    def note_caps(self, caps: Capabilities) -> Capabilities:
+    def note(self, caps: Capabilities) -> None:
         self.caps, self._checked_at = caps, time.monotonic()
-        return caps
-
-    def note_disabled(self, base: Capabilities, step: DisableVectorSearch) -> None:
-        self.note_caps(disabled(base, step))
 
 
-def handler_for(table: Mapping[type[Any], H], step: object) -> H:
-    """The handler of ``step``'s type (or of a base class, as ``isinstance`` would match)."""
-    for cls in type(step).__mro__:
-        handler = table.get(cls)
-        if handler is not None:
-            return handler
-    raise TypeError(f"unknown step {step!r}")
+def handler_for(step: object) -> Callable[[Any, Any], Any]:
+    handler = HANDLERS.get(type(step))
+    if handler is None:
+        raise TypeError(f"unknown step {step!r}")
+    return handler
 
 
-def no_vectors_error() -> RuntimeError:
-    return RuntimeError("no vectors collection: configure index= for semantic search")
+def _server_info(io: IOBase, step: ServerInfo) -> Handler:
+    if io.server is None:
+        yield Locked(_ask_server(io))
+    return io.server
 
 
-def model(req: WriteRequest, namespace: str | None = None) -> Any:
-    ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
-    if req.kind == "update_one":
-        return UpdateOne(req.filter, req.update or {}, upsert=req.upsert, **ns)
-    if req.kind == "update_many":
-        return UpdateMany(req.filter, req.update or {}, upsert=req.upsert, **ns)
-    if req.kind == "delete_one":
-        return DeleteOne(req.filter, **ns)
-    return DeleteMany(req.filter, **ns)
+def _ask_server(io: IOBase) -> Handler:
+    if io.server is None:  # asked by another task while this one waited
+        plan = server_probe_plan(
+            emulated=io.backend.emulated, has_client_bulk=io.has_client_bulk(), local=io.backend.local_file
+        )
+        io.server = yield plan
 
 
-def find_cursor(coll: Any, step: Find) -> Any:
-    """``find`` is synchronous in pymongo, pymongo async and Motor alike; only iterating differs."""
+def _probe(io: IOBase, step: steps.Probe) -> Handler:
+    if io.probe_due(step.refresh):
+        server = yield ServerInfo()
+        yield Locked(_ask_search(io, server, step))
+    return io.caps
+
+
+def _ask_search(io: IOBase, server: Capabilities, step: steps.Probe) -> Handler:
+    if io.probe_due(step.refresh):
+        has_vectors = io.vectors is not None
+        plan = search_probe_plan(
+            server, has_vectors=has_vectors, mode=io.mode, index_name=step.index_name, previous=io.caps
+        )
+        io.note((yield plan))
+
+
+def _disable(io: IOBase, step: steps.DisableVectorSearch) -> Handler:
+    base = io.caps or (yield ServerInfo())
+    search_commands = base.search_commands if step.temporary else False
+    io.note(
+        replace(
+            base,
+            vector_search=False,
+            detail=step.reason,
+            search_commands=search_commands,
+            index_status=step.index_status,
+            recheck=step.temporary,
+        )
+    )
+
+
+def _find_cursor(coll: Any, step: steps.Find) -> Any:
     # A copy: mongomock reorders the projection it is given, in place.
     cur = coll.find(step.filter, dict(step.projection) if step.projection is not None else None)
-    if step.sort:
-        cur = cur.sort(step.sort)
-    if step.skip:
-        cur = cur.skip(step.skip)
-    if step.limit:
-        cur = cur.limit(step.limit)
-    if step.batch_size:
-        cur = cur.batch_size(step.batch_size)
+    for option in ("sort", "skip", "limit", "batch_size"):  # each one the step sets, by the cursor's method
+        if value := getattr(step, option):
+            cur = getattr(cur, option)(value)
     return cur
 
 
-def shard_keys_read(items: Any, vectors: Any | None) -> tuple[Any, dict[str, Any], dict[str, Role]]:
-    """``config.collections`` (the cluster's catalog, readable through mongos), the filter for
-    the store's collections, and each collection's role by full name (``ShardKeys``)."""
-    roles: dict[str, Role] = {items.full_name: "items"}
-    if vectors is not None:
-        roles[vectors.full_name] = "vectors"
-    config = items.database.client["config"]["collections"]
-    return config, {"_id": {"$in": list(roles)}, "dropped": {"$ne": True}}, roles
+def _model(req: WriteRequest, namespace: str | None = None) -> Any:
+    ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
+    if req.kind in ("update_one", "update_many"):
+        update = UpdateOne if req.kind == "update_one" else UpdateMany
+        return update(req.filter, req.update or {}, upsert=req.upsert, **ns)
+    return (DeleteOne if req.kind == "delete_one" else DeleteMany)(req.filter, **ns)
 
 
-def shard_collection_command(coll: Any, key: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The admin database and the ``shardCollection`` command for ``coll`` (``ShardCollection``)."""
-    return coll.database.client["admin"], {"shardCollection": coll.full_name, "key": dict(key)}
+def _count(result: Any, name: str) -> int:
+    return int(getattr(result, name, 0) or 0)
 
 
-def shard_keys_answer(docs: list[Any], roles: dict[str, Role]) -> dict[Role, dict[str, Any] | None]:
-    """``{role: shard key pattern}``; None for a collection that is not sharded."""
+def _write(io: IOBase, step: steps.Write) -> Handler:
+    """All requests unordered: every one is tried, each failure reported on its own (``WriteOutcome``).
+
+    A top-level or write-concern error (``w: "majority"`` timed out...) is raised: the
+    writes were applied on the primary but none is known to be durable, so never success.
+    """
+    requests = step.requests
+    caps = (yield ServerInfo()) if len({r.role for r in requests}) > 1 else io.server
+    if caps is not None and caps.client_bulk_write:
+        # One client-level bulk_write: each model names its collection (``db.coll``). Its
+        # deleted_count sums every collection: count the item deletions from the per-request results.
+        models = [_model(r, io.coll(r.role).full_name) for r in requests]
+        verbose = any(r.role == "items" and r.kind.startswith("delete") for r in requests)
+        try:
+            res = yield io.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
+        except ClientBulkWriteException as exc:
+            raw: list[Any] = list(exc.write_errors or [])
+            if not raw or exc.error or exc.write_concern_errors:
+                raise
+            return WriteOutcome([(int(e["idx"]), str(e.get("errmsg", e))) for e in raw], round_trips=1)
+        per_request = (getattr(res, "delete_results", None) or {}) if verbose else {}
+        deleted = sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
+        return WriteOutcome([], deleted, 1, _count(res, "matched_count"))
+    # One bulk_write per collection, at once. Their order does not matter: a vector counts only
+    # while its item lists its text hash, so a search never returns a stale match, and the next
+    # put (which compares with the stored vectors' hashes) repairs a half-done write.
+    groups: dict[Role, list[int]] = {}
+    for i, req in enumerate(requests):
+        groups.setdefault(req.role, []).append(i)
+    done = yield All(tuple(_bulk(io, requests, role, indexes) for role, indexes in groups.items()))
+    errors = [e for errs, _, _ in done for e in errs]
+    return WriteOutcome(errors, sum(d for _, d, _ in done), len(groups), sum(m for *_, m in done))
+
+
+def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: list[int]) -> Handler:
+    """(errors by request index, items deleted, documents the updates matched)."""
+    try:
+        res = yield io.coll(role).bulk_write([_model(requests[i]) for i in indexes], ordered=False)
+    except BulkWriteError as exc:
+        details: Any = exc.details or {}
+        if details.get("writeConcernErrors") or not details.get("writeErrors"):
+            raise
+        return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]], 0, 0
+    return [], _count(res, "deleted_count") if role == "items" else 0, _count(res, "matched_count")
+
+
+def _create_indexes(io: IOBase, step: steps.CreateIndexes) -> Handler:
+    coll = io.coll(step.role)
+    for spec in step.specs:
+        kw: dict[str, Any] = {"name": spec.name}
+        if spec.unique:
+            kw["unique"] = True
+        if spec.expire_after_seconds is not None:
+            kw["expireAfterSeconds"] = spec.expire_after_seconds
+        yield coll.create_index(list(spec.keys), **kw)
+
+
+def _list_indexes(io: IOBase, step: steps.ListIndexes) -> Handler:
+    return sorted((yield io.coll(step.role).index_information()))
+
+
+def _ensure_collection(io: IOBase, step: steps.EnsureCollection) -> Handler:
+    coll = io.coll(step.role)
+    if coll.name not in (yield coll.database.list_collection_names()):
+        try:
+            yield coll.database.create_collection(coll.name)
+        except (CollectionInvalid, OperationFailure) as exc:
+            # pymongo raises CollectionInvalid when it sees the collection first; when another
+            # process wins the race between its check and the create, the server says 48.
+            if isinstance(exc, OperationFailure) and exc.code != NAMESPACE_EXISTS:
+                raise
+
+
+def _shard_keys(io: IOBase, step: steps.ShardKeys) -> Handler:
+    """``{role: shard key pattern}``, None for a collection that is not sharded, from
+    ``config.collections`` (the cluster's catalog, readable through mongos)."""
+    roles: dict[str, Role] = {io.items.full_name: "items"}
+    if io.vectors is not None:
+        roles[io.vectors.full_name] = "vectors"
+    config = io.items.database.client["config"]["collections"]
+    docs = yield Rows(config.find({"_id": {"$in": list(roles)}, "dropped": {"$ne": True}}, {"key": 1}))
     found = {d["_id"]: dict(d.get("key") or {}) for d in docs}
     return {role: found.get(name) for name, role in roles.items()}
 
 
-def aggregate_kwargs(step: Aggregate) -> dict[str, Any]:
-    return {"batchSize": step.batch_size} if step.batch_size else {}
+def _shard_collection(io: IOBase, step: steps.ShardCollection) -> Any:
+    coll = io.coll(step.role)
+    return coll.database.client["admin"].command({"shardCollection": coll.full_name, "key": dict(step.key)})
 
 
-def index_kwargs(spec: IndexSpec) -> dict[str, Any]:
-    kw: dict[str, Any] = {"name": spec.name}
-    if spec.unique:
-        kw["unique"] = True
-    if spec.expire_after_seconds is not None:
-        kw["expireAfterSeconds"] = spec.expire_after_seconds
-    return kw
+def _aggregate(io: IOBase, step: steps.Aggregate) -> Rows:
+    kw = {"batchSize": step.batch_size} if step.batch_size else {}
+    return Rows(io.coll(step.role).aggregate(step.pipeline, **kw))
 
 
-def search_index_model(step: CreateSearchIndex) -> SearchIndexModel:
-    return SearchIndexModel(definition=step.definition, name=step.name, type=step.type)
-
-
-def client_models(items: Any, vectors: Any | None, requests: tuple[WriteRequest, ...]) -> list[Any]:
-    """Models for a client-level bulk_write: each names its collection (``db.coll``)."""
-    names = {"items": items.full_name, "vectors": vectors.full_name if vectors is not None else ""}
-    return [model(r, names[r.role]) for r in requests]
-
-
-def by_collection(requests: tuple[WriteRequest, ...]) -> list[tuple[Role, list[int]]]:
-    """Request indexes per collection, in request order: one bulk_write each.
-
-    The two bulk writes may run at once. Order between them does not matter for
-    correctness: a vector counts only while its item lists its text hash, so
-    whichever lands first, a search never returns a stale match, and the next put
-    (which compares with the stored vectors' hashes) repairs a half-done write.
-    """
-    groups: dict[Role, list[int]] = {}
-    for i, req in enumerate(requests):
-        groups.setdefault(req.role, []).append(i)
-    return list(groups.items())
-
-
-def bulk_errors(exc: BulkWriteError, indexes: list[int]) -> list[tuple[int, str]]:
-    """Per-request errors of an unordered bulk write; anything else is raised.
-
-    A write-concern error (``w: "majority"`` timed out...) means the writes were
-    applied on the primary but not acknowledged as asked: no write of the bulk is
-    known to be durable, so the error goes to the caller, never reported as success.
-    """
-    details: Any = exc.details or {}
-    if details.get("writeConcernErrors") or not details.get("writeErrors"):
-        raise exc
-    return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]]
-
-
-def client_bulk_errors(exc: ClientBulkWriteException) -> list[tuple[int, str]]:
-    """Per-request errors of an unordered client-level bulk write (every request was tried).
-
-    A top-level error (e.g. network) or a write-concern error is not a per-item
-    rejection: raised, as in ``bulk_errors``.
-    """
-    raw: list[Any] = list(exc.write_errors or [])
-    if not raw or exc.error or exc.write_concern_errors:
-        raise exc
-    return [(int(e["idx"]), str(e.get("errmsg", e))) for e in raw]
-
-
-def deleted(result: Any) -> int:
-    return int(getattr(result, "deleted_count", 0) or 0)
-
-
-def matched(result: Any) -> int:
-    """Documents the bulk's updates matched (an upsert that inserted matched none)."""
-    return int(getattr(result, "matched_count", 0) or 0)
-
-
-def wants_item_deletions(requests: tuple[WriteRequest, ...]) -> bool:
-    return any(r.role == "items" and r.kind.startswith("delete") for r in requests)
-
-
-def client_deleted(result: Any, requests: tuple[WriteRequest, ...]) -> int:
-    """Items deleted by a client-level bulk_write: its ``deleted_count`` sums every
-    collection, so count the item deletions from the verbose per-request results."""
-    if not wants_item_deletions(requests):
-        return 0
-    per_request = getattr(result, "delete_results", None) or {}
-    return sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
-
-
-def created_concurrently(exc: Exception) -> bool:
-    # pymongo raises CollectionInvalid when it sees the collection first; when another
-    # process wins the race between its check and the create, the server says 48.
-    return isinstance(exc, CollectionInvalid) or (isinstance(exc, OperationFailure) and exc.code == NAMESPACE_EXISTS)
-
-
-def disabled(base: Capabilities, step: DisableVectorSearch) -> Capabilities:
-    return replace(
-        base,
-        vector_search=False,
-        detail=step.reason,
-        search_commands=base.search_commands if step.temporary else False,
-        index_status=step.index_status,
-        recheck=step.temporary,
-    )
-
-
-def due(caps: Capabilities | None, checked_at: float, every: float, refresh: bool) -> bool:
-    return caps is None or refresh or (caps.recheck and time.monotonic() - checked_at >= every)
+HANDLERS: dict[type[Any], Callable[[Any, Any], Any]] = {
+    steps.Find: lambda io, s: Rows(_find_cursor(io.coll(s.role), s)),
+    steps.Aggregate: _aggregate,
+    steps.Parallel: lambda io, s: All(s.steps),
+    steps.Write: _write,
+    steps.Embed: lambda io, s: io.embed(list(s.texts)),
+    steps.Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
+    steps.Probe: _probe,
+    ServerInfo: _server_info,
+    steps.ServerCommand: lambda io, s: io.items.database.command(s.name),
+    steps.DisableVectorSearch: _disable,
+    steps.CreateIndexes: _create_indexes,
+    steps.ListIndexes: _list_indexes,
+    steps.EnsureCollection: _ensure_collection,
+    steps.ListSearchIndexes: lambda io, s: Rows(io.coll(s.role).list_search_indexes(s.name)),
+    steps.CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(
+        SearchIndexModel(s.definition, s.name, s.type)
+    ),
+    steps.UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
+    steps.ShardKeys: _shard_keys,
+    steps.ShardCollection: _shard_collection,
+    steps.Sleep: lambda io, s: io.sleep(s.seconds),
+}
