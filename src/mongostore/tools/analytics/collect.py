@@ -180,16 +180,7 @@ def collect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """Run every report for ``prefix`` (what ``mongostore stats`` shows)."""
-    plan = ReportPlan(
-        tuple(prefix),
-        now or _utcnow(),
-        level=level,
-        period=period,
-        stale_days=stale_days,
-        breakdown_field=breakdown_field,
-        limit=limit,
-        oldest=min(limit, 10),
-    )
+    plan = _plan(prefix, now, limit, level=level, period=period, stale_days=stale_days, breakdown_field=breakdown_field)
     return plan.run(store)
 
 
@@ -205,14 +196,10 @@ async def acollect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """``collect_reports`` for an async store; the pipelines run concurrently."""
-    plan = ReportPlan(
-        tuple(prefix),
-        now or _utcnow(),
-        level=level,
-        period=period,
-        stale_days=stale_days,
-        breakdown_field=breakdown_field,
-        limit=limit,
-        oldest=min(limit, 10),
-    )
+    plan = _plan(prefix, now, limit, level=level, period=period, stale_days=stale_days, breakdown_field=breakdown_field)
     return await plan.arun(store)
+
+
+def _plan(prefix: tuple[str, ...], now: datetime | None, limit: int, **options: Any) -> ReportPlan:
+    """What both collectors run: every table at most ``limit`` rows, the oldest stale items at most 10."""
+    return ReportPlan(tuple(prefix), now or _utcnow(), limit=limit, oldest=min(limit, 10), **options)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mongostore.core.codec import as_utc
-from mongostore.tools.analytics.pipelines import PERIOD_FORMATS, Period, _check_period
+from mongostore.tools.analytics.pipelines import PERIOD_FORMATS, TTL_HORIZONS, Period, _check_period
 
 __all__ = [
     "BreakdownReport",
@@ -131,11 +131,9 @@ class GrowthReport:
 
 
 def _period_start(period: Period, label: str) -> datetime:
-    if period == "day":
-        return datetime.strptime(label, "%Y-%m-%d")
     if period == "week":
-        return datetime.strptime(label + "-1", "%G-W%V-%u")
-    return datetime.strptime(label, "%Y-%m")
+        return datetime.strptime(label + "-1", "%G-W%V-%u")  # its Monday
+    return datetime.strptime(label, PERIOD_FORMATS[period])
 
 
 def _next_period(period: Period, start: datetime) -> datetime:
@@ -259,16 +257,8 @@ class TTLOutlookReport:
 
 def parse_ttl_outlook(rows: Sequence[Mapping[str, Any]], prefix: tuple[str, ...], now: datetime) -> TTLOutlookReport:
     doc = _first(rows)
-    return TTLOutlookReport(
-        prefix=tuple(prefix),
-        now=as_utc(now),
-        total=_int(doc, "total"),
-        never=_int(doc, "never"),
-        expired=_int(doc, "expired"),
-        within_hour=_int(doc, "within_hour"),
-        within_day=_int(doc, "within_day"),
-        within_week=_int(doc, "within_week"),
-    )
+    counts = {name: _int(doc, name) for name in ("total", "never", "expired", *TTL_HORIZONS)}
+    return TTLOutlookReport(prefix=tuple(prefix), now=as_utc(now), **counts)
 
 
 @dataclass(frozen=True)
@@ -303,21 +293,12 @@ def _show(value: Any) -> str:
     return "(missing)" if value is None else str(value)
 
 
+#: MongoDB's sort order of BSON types, roughly (bool before int: it is one); dates and the rest come last.
+_TYPE_ORDER = ((bool, 5), (type(None), 0), ((int, float), 1), (str, 2), (Mapping, 3), ((list, tuple), 4))
+
+
 def _type_rank(value: Any) -> int:
-    # MongoDB's sort order of BSON types, roughly: null, numbers, strings, objects, arrays, bools, dates.
-    if value is None:
-        return 0
-    if isinstance(value, bool):
-        return 5
-    if isinstance(value, (int, float)):
-        return 1
-    if isinstance(value, str):
-        return 2
-    if isinstance(value, Mapping):
-        return 3
-    if isinstance(value, (list, tuple)):
-        return 4
-    return 6
+    return next((rank for kind, rank in _TYPE_ORDER if isinstance(value, kind)), 6)
 
 
 def parse_value_breakdown(
