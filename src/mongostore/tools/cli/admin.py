@@ -24,11 +24,11 @@ from mongostore.tools.cli.output import (
     EXIT_OK,
     CLIError,
     Progress,
-    _one_line,
     format_namespace,
     parse_namespace,
 )
 from mongostore.tools.report import count
+from mongostore.tools.settings import _one_line
 
 
 def cmd_setup(ctx: Ctx) -> int:

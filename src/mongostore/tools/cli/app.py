@@ -49,16 +49,10 @@ from mongostore.tools.cli.output import (
     EXIT_USAGE,
     PROG,
     CLIError,
-    _one_line,
     dumps,
 )
 from mongostore.tools.cli.parser import DEMO_DB, _UsageError, build_parser
-from mongostore.tools.settings import (
-    ENV_URI,
-    ServerUnreachableError,
-    StoreSettings,
-    redact_uri,
-)
+from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
 
 __all__ = ["main"]
 

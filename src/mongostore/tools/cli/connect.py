@@ -17,14 +17,7 @@ from typing import Any, TextIO
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.settings import (
-    ENV_DB,
-    StoreSettings,
-    probe_server,
-    split_fields,
-)
-
-DEFAULT_TIMEOUT = 10.0
+from mongostore.tools.settings import ENV_DB, StoreSettings, probe_server, split_fields
 
 
 @dataclass
@@ -111,44 +104,31 @@ def _open(
 ) -> Iterator[tuple[MongoStore, str, float | None]]:
     """The store, the embedder's description, and the local store's load time in seconds."""
     index, description = settings.index()
-    if settings.in_memory:
-        with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
-            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+    if not settings.embedded:
+        assert settings.uri is not None
+        note = probe_server(settings.uri, timeout)
+        if note:
+            warn(note)
+    with settings.open(MongoStore, timeout, index=index) as store:
+        if not settings.local:
+            if settings.in_memory:
+                store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
             yield store, description, None
-        return
-    if settings.local:
-        with MongoStore.local(
-            settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
-        ) as store:
-            engine = store.collection.engine
-            engine.on_wait = warn
-            # The whole command is one transaction: other commands wait, nothing is lost.
-            started = time.perf_counter()
-            with engine.transaction() if whole_command else contextlib.nullcontext():
-                with engine.transaction():  # the first one reads the file: its load time is measured
-                    names = store.collection.database.list_collection_names()
-                    wanted = [store.collection.name]
-                    if store.vectors_collection is not None:
-                        wanted.append(store.vectors_collection.name)
-                    loaded = time.perf_counter() - started
-                    if any(name not in names for name in wanted):
-                        store.setup()  # a new store (or a first index): indexes, as on a set-up server
-                yield store, description, loaded
-        return
-    assert settings.uri is not None
-    note = probe_server(settings.uri, timeout)
-    if note:
-        warn(note)
-    ms = int(timeout * 1000)
-    with MongoStore.from_conn_string(
-        settings.uri,
-        db_name=settings.db,
-        collection_name=settings.collection,
-        index=index,
-        serverSelectionTimeoutMS=ms,
-        connectTimeoutMS=ms,
-    ) as store:
-        yield store, description, None
+            return
+        engine = store.collection.engine
+        engine.on_wait = warn
+        # The whole command is one transaction: other commands wait, nothing is lost.
+        started = time.perf_counter()
+        with engine.transaction() if whole_command else contextlib.nullcontext():
+            with engine.transaction():  # the first one reads the file: its load time is measured
+                names = store.collection.database.list_collection_names()
+                wanted = [store.collection.name]
+                if store.vectors_collection is not None:
+                    wanted.append(store.vectors_collection.name)
+                loaded = time.perf_counter() - started
+                if any(name not in names for name in wanted):
+                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
+            yield store, description, loaded
 
 
 def _describe_injected(store: MongoStore) -> str:

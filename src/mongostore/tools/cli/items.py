@@ -17,7 +17,6 @@ from mongostore.tools.cli.output import (
     _iso,
     _item_json,
     _NotFinite,
-    _one_line,
     _when,
     dumps,
     format_namespace,
@@ -25,9 +24,7 @@ from mongostore.tools.cli.output import (
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.settings import (
-    split_fields,
-)
+from mongostore.tools.settings import _one_line, split_fields
 
 
 def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:

@@ -12,9 +12,9 @@ from typing import Any, TextIO
 
 from bson import json_util
 from langgraph.store.base import Item, SearchItem
-from pymongo.errors import ServerSelectionTimeoutError
 
 from mongostore.core.codec import as_utc
+from mongostore.tools.settings import _one_line
 
 EXIT_OK = 0
 
@@ -157,18 +157,6 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False  # closing twice draws one line
-
-
-def _one_line(exc: BaseException) -> str:
-    """The error as one line: every line of its message joined, cut at a sentence end if long."""
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, ServerSelectionTimeoutError):
-        text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
-    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    if len(text) <= 600:
-        return text
-    cut = text.rfind(". ", 0, 600)
-    return text[: cut + 1] if cut > 200 else text[:599] + "…"
 
 
 class _NotFinite(ValueError):

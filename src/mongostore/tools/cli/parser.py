@@ -9,15 +9,12 @@ from typing import Any, Protocol
 
 from mongostore import __version__
 from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
-from mongostore.tools.cli.connect import DEFAULT_TIMEOUT, Ctx, _default_dir_text
+from mongostore.tools.cli.connect import Ctx, _default_dir_text
 from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_search
 from mongostore.tools.cli.output import PROG
 from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
 from mongostore.tools.cli.transfer import cmd_export, cmd_import
-from mongostore.tools.settings import (
-    ENV_DATA_DIR,
-    ENV_URI,
-)
+from mongostore.tools.settings import DEFAULT_TIMEOUT, ENV_DATA_DIR, ENV_URI
 
 
 def _at_least_one(text: str) -> int:

@@ -30,15 +30,12 @@ from mongostore.tools.cli.output import (
     Progress,
     _iso,
     _NotFinite,
-    _one_line,
     dumps,
     format_namespace,
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.settings import (
-    check_field_path,
-)
+from mongostore.tools.settings import _one_line, check_field_path
 
 
 def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
