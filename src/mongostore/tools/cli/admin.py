@@ -35,7 +35,7 @@ def cmd_setup(ctx: Ctx) -> int:
     ctx.store.setup()
     status = ctx.store.status()
     if ctx.json:
-        ctx.emit(_status_json(status))
+        ctx.emit(status)
         return EXIT_OK
     local = ctx.settings.local and not ctx.injected
     ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
@@ -58,10 +58,6 @@ def _search_path_text(status: Mapping[str, Any]) -> str:
     return "no semantic search (no index configured: set --embed)"
 
 
-def _status_json(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items()}
-
-
 def cmd_doctor(ctx: Ctx) -> int:
     status = ctx.store.status()
     problems, info, unvectored = _doctor_findings(ctx, status)
@@ -79,7 +75,7 @@ def cmd_doctor(ctx: Ctx) -> int:
                 "load_seconds": round(ctx.load_seconds, 3) if ctx.load_seconds is not None else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
-                **_status_json(status),
+                **status,
                 "server_version": server,
                 "items_without_vectors": unvectored,
                 "problems": problems,
@@ -247,8 +243,11 @@ def cmd_reindex(ctx: Ctx) -> int:
     clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
     if not a.all:
         clauses.append({"vectors": {"$exists": True}})
-    base: dict[str, Any] = {"$and": clauses}
-    total = store.collection.count_documents(base if after is None else {"$and": [*clauses, {"_id": {"$gt": after}}]})
+
+    def page_filter(last: str | None) -> dict[str, Any]:
+        return {"$and": clauses if last is None else [*clauses, {"_id": {"$gt": last}}]}
+
+    total = store.collection.count_documents(page_filter(after))
     projection = {"_id": 1, "namespace": 1, "key": 1, "value": 1, "updated_at": 1, "expires_at": 1, "ttl_minutes": 1}
     progress = Progress("reindex", total, enabled=None if ctx.progress else False)
     done = 0
@@ -257,8 +256,7 @@ def cmd_reindex(ctx: Ctx) -> int:
     logged = time.monotonic()
     try:
         while True:
-            filt = base if last is None else {"$and": [*clauses, {"_id": {"$gt": last}}]}
-            docs = list(store.collection.find(filt, projection).sort("_id", 1).limit(a.batch_size))
+            docs = list(store.collection.find(page_filter(last), projection).sort("_id", 1).limit(a.batch_size))
             if not docs:
                 break
             ids = [d["_id"] for d in docs]

@@ -1,27 +1,10 @@
-"""The ``mongostore`` command (also ``python -m mongostore``).
-
-Run ``mongostore --help`` or see ``docs/cli.md``. In short::
+"""The ``mongostore`` command (also ``python -m mongostore``): ``main``, the dispatch to a command,
+and every error as one line and an exit status. Run ``mongostore --help`` or see docs/cli.md::
 
     mongostore demo                                  # the memory demo, no server needed
     mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup # indexes (+ the Atlas vector index)
-    mongostore doctor                                # server, search path, indexes, counts
     mongostore put users.alice.memories k1 '{"text": "I like pizza"}'
     mongostore search users.alice --query "what food?" --filter '{"kind": "preference"}'
-    mongostore export users > memories.jsonl && mongostore import memories.jsonl
-
-Namespaces are written with dots: ``users.alice.memories`` is
-``("users", "alice", "memories")`` (LangGraph labels cannot contain ``.``, so this
-is unambiguous); ``""`` is the root. The connection comes from ``--uri`` or
-``MONGODB_URI``; without one the command runs on the local store, a file per
-database under ``--data-dir`` / ``MONGOSTORE_DATA_DIR`` (default
-``~/.local/share/mongostore``), kept between commands and locked while one runs
-(it says where on stderr). ``--uri mongomock://`` is an in-memory store instead.
-
-Exit status: 0 success, 1 server or connection failure (or ``doctor`` found a
-problem), 2 bad input (usage, JSON, namespace, value, filter), 3 not found
-(``get``, ``rm``), 130 interrupted. Errors are one line on stderr, never a traceback
-(set ``MONGOSTORE_DEBUG=1`` to see one); with ``--json`` they are also one JSON
-document on stdout, ``{"ok": false, "error": ..., "exit_code": ...}``.
 """
 
 from __future__ import annotations
@@ -66,8 +49,10 @@ def _error_json(message: str, code: int, command: str | None) -> str:
     return dumps({"ok": False, "command": command, "error": message, "exit_code": code})
 
 
-def _fail(json_mode: bool, message: str, code: int, command: str | None = None) -> int:
-    """An error: one line on stderr and, with --json, one JSON document on stdout."""
+def _fail(json_mode: bool, message: str, code: int, command: str | None, trace: bool = False) -> int:
+    """An error: one line on stderr and, with --json, one JSON document on stdout (``trace``: and the traceback)."""
+    if trace:
+        traceback.print_exc()
     _error(message)
     if json_mode:
         with contextlib.suppress(Exception):
@@ -195,21 +180,10 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     except WriteError as exc:
         return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
     except ValueError as exc:
-        # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
-        # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
-        if debug:
-            traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_USAGE, command)
+        # JSON errors, InvalidNamespaceError and ours (InvalidValueError, ConfigurationError, PipelineError...).
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE, command, debug)
     except (MongoStoreError, PyMongoError) as exc:
-        if debug:
-            traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command, debug)
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        return _fail(
-            json_mode,
-            f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
-            EXIT_FAILURE,
-            command,
-        )
+        message = f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)"
+        return _fail(json_mode, message, EXIT_FAILURE, command, debug)

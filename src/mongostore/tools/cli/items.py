@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.store.base import NOT_PROVIDED, get_text_at_path, tokenize_path
 
+from mongostore.config import MAX_TTL_MINUTES
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
     EXIT_NOT_FOUND,
@@ -49,9 +50,7 @@ def cmd_put(ctx: Ctx) -> int:
         index = False
     elif a.index is not None:
         index = list(split_fields(a.index, "--index"))
-    ttl = NOT_PROVIDED if a.ttl is None else a.ttl
-    if a.ttl is not None:
-        _check_ttl(a.ttl, "--ttl")
+    ttl = NOT_PROVIDED if a.ttl is None else _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     _note_unembedded(ctx, value, index)
     if ctx.json:
@@ -76,10 +75,6 @@ def _note_unembedded(ctx: Ctx, value: dict[str, Any], index: Any) -> None:
     )
 
 
-#: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
-MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
-
-
 def _check_ttl(ttl: Any, what: str) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
         raise CLIError(f"{what} must be a positive number of minutes, got {ttl!r}")
@@ -92,10 +87,7 @@ def cmd_get(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     item = ctx.store.get(namespace, ctx.args.key)
     if item is None:
-        raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}{_empty_hint(ctx)}",
-            EXIT_NOT_FOUND,
-        )
+        raise _not_found(ctx, namespace)
     if ctx.json:
         ctx.emit({"item": _item_json(item)})
         return EXIT_OK
@@ -108,15 +100,16 @@ def cmd_get(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def _not_found(ctx: Ctx, namespace: tuple[str, ...], hint: str = "") -> CLIError:
+    where = f"{ctx.where}{_empty_hint(ctx)}{hint}"
+    return CLIError(f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {where}", EXIT_NOT_FOUND)
+
+
 def cmd_rm(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
     if not existed and not ctx.args.force:
-        raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}"
-            f"{_empty_hint(ctx)} (--force ignores this)",
-            EXIT_NOT_FOUND,
-        )
+        raise _not_found(ctx, namespace, " (--force ignores this)")
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
         ctx.emit({"namespace": list(namespace), "key": ctx.args.key, "deleted": existed})

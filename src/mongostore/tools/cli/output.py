@@ -17,19 +17,13 @@ from mongostore.core.codec import as_utc
 from mongostore.tools.settings import _one_line
 
 EXIT_OK = 0
-
 EXIT_FAILURE = 1
-
 EXIT_USAGE = 2
-
 EXIT_NOT_FOUND = 3
-
 EXIT_INTERRUPTED = 130
 
 PROG = "mongostore"
-
 JSON_OUT = json_util.RELAXED_JSON_OPTIONS
-
 JSON_IN = json_util.RELAXED_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=timezone.utc)
 
 

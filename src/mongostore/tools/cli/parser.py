@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from mongostore import __version__
 from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
@@ -180,22 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub("setup", "create the indexes (and the Atlas vector index); safe to run on every deploy", cmd_setup)
     sub("doctor", "server version, vector search and search path, index status, item and vector counts", cmd_doctor)
 
-    _add_item_commands(sub)
-    _add_transfer_commands(sub)
-    _add_analytics_commands(sub)
-    return parser
-
-
-class _AddCommand(Protocol):
-    """``build_parser``'s ``sub``: adds one command's parser (with the common options) and returns it."""
-
-    def __call__(
-        self, name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = ""
-    ) -> argparse.ArgumentParser: ...
-
-
-def _add_item_commands(sub: _AddCommand) -> None:
-    """``put``, ``get``, ``rm``, ``search``, ``ls``."""
     key_help = "the item's key within the namespace (a key starting with - goes after --)"
     p = sub(
         "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
@@ -231,9 +215,6 @@ def _add_item_commands(sub: _AddCommand) -> None:
     p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
 
-
-def _add_transfer_commands(sub: _AddCommand) -> None:
-    """``export``, ``import`` and ``reindex``."""
     p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-o", "--out", help="file to write (default: stdout)")
@@ -263,9 +244,6 @@ def _add_transfer_commands(sub: _AddCommand) -> None:
     p.add_argument("--after", help="resume after this checkpoint (printed by an earlier run)")
     p.add_argument("--all", action="store_true", help="also embed items that have no vectors yet")
 
-
-def _add_analytics_commands(sub: _AddCommand) -> None:
-    """``stats`` and ``report`` (see ``mongostore.tools.analytics`` / ``mongostore.tools.report``)."""
     for name, help_, fn in (
         ("stats", "counts per namespace, growth, stale items, TTL outlook, breakdown by a value field", cmd_stats),
         ("report", "the same reports as one self-contained HTML page (inline SVG, no scripts)", cmd_report),
@@ -286,3 +264,4 @@ def _add_analytics_commands(sub: _AddCommand) -> None:
         if name == "report":
             p.add_argument("-o", "--out", required=True, help="the HTML file to write (- for stdout)")
             p.add_argument("--title", help="page title")
+    return parser

@@ -38,11 +38,6 @@ from mongostore.tools.cli.output import (
 from mongostore.tools.settings import _one_line, check_field_path
 
 
-def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
-    clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
 def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
     """One exported item as a JSON line (what ``import`` reads).
 
@@ -92,17 +87,9 @@ def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[
 
 def cmd_export(ctx: Ctx) -> int:
     prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
-    filt = _export_filter(prefix, datetime.now(timezone.utc))
+    filt = {"$and": [c for c in (prefix_filter(prefix), not_expired(datetime.now(timezone.utc))) if c]}
     total = ctx.store.collection.count_documents(filt)
-    projection = {
-        "namespace": 1,
-        "key": 1,
-        "value": 1,
-        "created_at": 1,
-        "updated_at": 1,
-        "ttl_minutes": 1,
-        "vectors": 1,
-    }
+    fields = ("namespace", "key", "value", "created_at", "updated_at", "ttl_minutes", "vectors")
     target = ctx.args.out
     n = 0
     progress = Progress("export", total, enabled=None if ctx.progress else False)
@@ -110,7 +97,7 @@ def cmd_export(ctx: Ctx) -> int:
         to_stdout = target in (None, "-")
         sink: IO[str] = sys.stdout if to_stdout else stack.enter_context(open(target, "w", encoding="utf-8"))
         # A cursor, read in batches: the collection is never loaded as a whole.
-        cursor = ctx.store.collection.find(filt, projection).sort("_id", 1).batch_size(1000)
+        cursor = ctx.store.collection.find(filt, dict.fromkeys(fields, 1)).sort("_id", 1).batch_size(1000)
         stack.callback(cursor.close)
         chunk: list[Mapping[str, Any]] = []
 
@@ -201,7 +188,7 @@ def _check_text(text: str, what: str) -> None:
         raise _Rejected("bad text", f"{what} holds a lone surrogate (not valid Unicode): {text!r}") from None
 
 
-def _surrogates(obj: Any, where: str, depth: int = 0) -> None:
+def _surrogates(obj: Any, where: str) -> None:
     """Reject strings BSON cannot encode (lone surrogates), naming where; no recursion limit surprises."""
     stack: list[tuple[Any, str]] = [(obj, where)]
     while stack:
@@ -254,17 +241,8 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
             ttl = _check_ttl(ttl, "ttl")
         except CLIError as exc:
             raise _Rejected("bad ttl", str(exc)) from None
-    index = _record_index(record)
-    return _Line(
-        number,
-        namespace,
-        key,
-        value,
-        None if ttl is None else float(ttl),
-        _timestamp(record, "created_at"),
-        _timestamp(record, "updated_at"),
-        index,
-    )
+    stamps = _timestamp(record, "created_at"), _timestamp(record, "updated_at")
+    return _Line(number, namespace, key, value, ttl, *stamps, _record_index(record))
 
 
 def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
