@@ -87,7 +87,7 @@ def cmd_demo(ctx: Ctx) -> int:
         semantic=not isinstance(embed, HashingEmbeddings),
     )
     if ctx.json:
-        ctx.emit(result.as_dict())
+        ctx.emit(asdict(result))
     else:
         render_demo(result, ctx.out)
         if ctx.settings.in_memory and not ctx.injected:
