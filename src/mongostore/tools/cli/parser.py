@@ -49,64 +49,48 @@ COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --t
 
 
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
-    """Connection and output options; accepted before or after the command name.
+    """Connection, embedding and output options; accepted before or after the command name.
 
     Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
     """
-
-    def d(value: Any) -> Any:
-        return argparse.SUPPRESS if sub else value
-
-    def h(text: str) -> str:
-        return argparse.SUPPRESS if sub else text
-
-    g = parser.add_argument_group("connection (also after the command)") if not sub else parser
-    g.add_argument(
-        "--uri",
-        default=d(None),
-        help=h(f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"),
+    data_dir = f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"
+    embed = (
+        "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
+        "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
     )
-    g.add_argument(
-        "--data-dir",
-        default=d(None),
-        metavar="DIR",
-        help=h(f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"),
+    fields = (
+        "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
+        "(default: $MONGOSTORE_FIELDS or text)"
     )
-    g.add_argument("--db", default=d(None), help=h("database (default: $MONGOSTORE_DB or mongostore)"))
-    g.add_argument(
-        "--collection", default=d(None), help=h("items collection (default: $MONGOSTORE_COLLECTION or memories)")
-    )
-    g.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=d(DEFAULT_TIMEOUT),
-        help=h("seconds to wait for the server (default 10)"),
-    )
-    e = parser.add_argument_group("embedding (also after the command)") if not sub else parser
-    e.add_argument(
-        "--embed",
-        default=d(None),
-        help=h(
-            "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
-            "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
-        ),
-    )
-    e.add_argument(
-        "--dims", type=_positive_int, default=d(None), help=h("vector size (default: $MONGOSTORE_DIMS or the model's)")
-    )
-    e.add_argument(
-        "--fields",
-        default=d(None),
-        help=h(
-            "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
-            "(default: $MONGOSTORE_FIELDS or text)"
-        ),
-    )
-    o = parser.add_argument_group("output (also after the command)") if not sub else parser
-    o.add_argument(
-        "--json", action="store_true", default=d(False), help=h("one JSON document on stdout, errors included")
-    )
-    o.add_argument("--no-progress", action="store_true", default=d(False), help=h("never draw a progress bar"))
+    timeout = {
+        "type": _positive_float,
+        "default": DEFAULT_TIMEOUT,
+        "help": "seconds to wait for the server (default 10)",
+    }
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "connection": [
+            ("--uri", {"help": f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"}),
+            ("--data-dir", {"metavar": "DIR", "help": data_dir}),
+            ("--db", {"help": "database (default: $MONGOSTORE_DB or mongostore)"}),
+            ("--collection", {"help": "items collection (default: $MONGOSTORE_COLLECTION or memories)"}),
+            ("--timeout", timeout),
+        ],
+        "embedding": [
+            ("--embed", {"help": embed}),
+            ("--dims", {"type": _positive_int, "help": "vector size (default: $MONGOSTORE_DIMS or the model's)"}),
+            ("--fields", {"help": fields}),
+        ],
+        "output": [
+            ("--json", {"action": "store_true", "help": "one JSON document on stdout, errors included"}),
+            ("--no-progress", {"action": "store_true", "help": "never draw a progress bar"}),
+        ],
+    }
+    for title, options in groups.items():
+        group = parser if sub else parser.add_argument_group(f"{title} (also after the command)")
+        for flag, kwargs in options:
+            if sub:  # a command's own default would override the one given before its name
+                kwargs = {**kwargs, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+            group.add_argument(flag, **kwargs)
 
 
 class _UsageError(Exception):
