@@ -97,11 +97,6 @@ _SECRET_OPTIONS = frozenset(
 _SECRET_WORDS = ("password", "secret", "token", "passwd", "pwd", "apikey", "api_key", "credential")
 
 
-def _secret_option(name: str) -> bool:
-    lowered = unquote(name).lower()
-    return lowered in _SECRET_OPTIONS or any(word in lowered for word in _SECRET_WORDS)
-
-
 def redact_uri(uri: str) -> str:
     """The URI with every credential hidden (safe to print and log).
 
@@ -132,7 +127,9 @@ def redact_uri(uri: str) -> str:
                 parts.append(part)
                 continue
             name, eq, _value = part.partition("=")
-            parts.append(f"{name}=***" if eq and _secret_option(name) else part)
+            lowered = unquote(name).lower()
+            secret = lowered in _SECRET_OPTIONS or any(word in lowered for word in _SECRET_WORDS)
+            parts.append(f"{name}=***" if eq and secret else part)
         rest = f"{head}?{''.join(parts)}"
     return prefix + rest
 
@@ -160,14 +157,10 @@ def _one_line(exc: BaseException) -> str:
 
 
 def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embeddings | str, int, str] | None:
-    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value.
+    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value, ``None`` for ``"none"``.
 
-    ``None`` or ``""`` picks the best local model installed (MiniLM, else hashing);
-    ``"none"`` means no semantic search and returns ``None``. A provider string is
-    passed through for LangGraph's ``init_embeddings`` (it needs its package and keys).
-
-    Raises:
-        ConfigurationError: unknown model, missing extra, or dims that do not fit.
+    ``None`` or ``""`` picks the best local model installed. A provider string is passed through
+    for LangGraph's ``init_embeddings``. ``ConfigurationError``: unknown model, missing extra, bad dims.
     """
     name = (spec or "").strip()
     lowered = name.lower()
@@ -377,21 +370,12 @@ def _positive(raw: str, name: str, at_most: float, what: str) -> float:
     return value
 
 
-def _env_minutes(raw: str, name: str) -> float:
-    return _positive(
-        raw, name, MAX_TTL_MINUTES, f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years)"
-    )
+_MINUTES = f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years)"
 
 
 def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
-    """The store's ``ttl=`` from ``MONGOSTORE_TTL_*``; None when none of them is set.
-
-    ``MONGOSTORE_TTL_MINUTES`` is ``default_ttl`` (items put without a ``ttl`` expire after
-    it), ``MONGOSTORE_TTL_REFRESH_ON_READ`` is ``refresh_on_read`` (``true``/``false``,
-    default true), ``MONGOSTORE_TTL_SWEEP_MINUTES`` is ``sweep_interval_minutes`` (how often
-    the Agent Server sweeps a backend without a TTL monitor; default 5). Each is checked
-    here, by name, before anything is opened.
-    """
+    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``), ``..._REFRESH_ON_READ``
+    and ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
     env = os.environ if environ is None else environ
     minutes = _env(env, ENV_TTL_MINUTES)
     refresh = _env(env, ENV_TTL_REFRESH_ON_READ).lower()
@@ -400,11 +384,11 @@ def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
         return None
     config: dict[str, Any] = {}
     if minutes:
-        config["default_ttl"] = _env_minutes(minutes, ENV_TTL_MINUTES)
+        config["default_ttl"] = _positive(minutes, ENV_TTL_MINUTES, MAX_TTL_MINUTES, _MINUTES)
     if refresh:
         if refresh not in _TRUE | _FALSE:
             raise ConfigurationError(f"{ENV_TTL_REFRESH_ON_READ} must be true or false, got {refresh!r}")
         config["refresh_on_read"] = refresh in _TRUE
     if sweep:
-        config["sweep_interval_minutes"] = _env_minutes(sweep, ENV_TTL_SWEEP_MINUTES)
+        config["sweep_interval_minutes"] = _positive(sweep, ENV_TTL_SWEEP_MINUTES, MAX_TTL_MINUTES, _MINUTES)
     return cast(TTLConfig, config)  # LangGraph types the sweep interval int; minutes may be fractions

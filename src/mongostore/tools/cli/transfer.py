@@ -129,16 +129,12 @@ def cmd_export(ctx: Ctx) -> int:
 @dataclass
 class _Line:
     number: int
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    ttl: float | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    index: Literal[False] | list[str] | None = None
+    op: PutOp
+    stamps: dict[str, datetime]  # the line's created_at / updated_at, when given
 
-    def op(self) -> PutOp:
-        return PutOp(self.namespace, self.key, self.value, index=self.index, ttl=self.ttl)
+    @property
+    def id(self) -> tuple[tuple[str, ...], str]:
+        return self.op.namespace, self.op.key
 
 
 @dataclass
@@ -164,7 +160,6 @@ class _Rejected(Exception):
     def __init__(self, reason: str, error: str) -> None:
         super().__init__(error)
         self.reason = reason
-        self.error = error
 
 
 def _timestamp(record: Mapping[str, Any], name: str) -> datetime | None:
@@ -241,8 +236,9 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
             ttl = _check_ttl(ttl, "ttl")
         except CLIError as exc:
             raise _Rejected("bad ttl", str(exc)) from None
-    stamps = _timestamp(record, "created_at"), _timestamp(record, "updated_at")
-    return _Line(number, namespace, key, value, ttl, *stamps, _record_index(record))
+    stamps = {name: _timestamp(record, name) for name in ("created_at", "updated_at")}
+    op = PutOp(namespace, key, value, index=_record_index(record), ttl=ttl)
+    return _Line(number, op, {name: at for name, at in stamps.items() if at is not None})
 
 
 def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
@@ -283,36 +279,27 @@ def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_time
     """Upsert one batch; per-item server rejections are recorded, the rest of the batch lands."""
     if not batch:
         return
-    ops = [b.op() for b in batch]
     failed: dict[tuple[tuple[str, ...], str], str] = {}
     try:
-        ctx.store.batch(ops)
+        ctx.store.batch([b.op for b in batch])
     except WriteError as exc:
         failed = {(ns, key): msg for ns, key, msg in exc.failures}
     except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError):
         # Checked per line already; if the store still refuses one, find it one by one:
         # one bad line never costs the good ones of its batch.
-        for b in list(batch):
+        for b in batch:
             try:
-                ctx.store.batch([b.op()])
+                ctx.store.batch([b.op])
             except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, WriteError) as exc:
-                failed[(b.namespace, b.key)] = _one_line(exc)
-    landed = []
+                failed[b.id] = _one_line(exc)
     for b in batch:
-        msg = failed.get((b.namespace, b.key))
-        if msg is None:
-            landed.append(b)
-        else:
-            summary.reject(b.number, "rejected by server", msg)
+        if b.id in failed:
+            summary.reject(b.number, "rejected by server", failed[b.id])
+    landed = [b for b in batch if b.id not in failed]
     summary.written += len(landed)
-    if keep_timestamps:
-        stamps = []
-        for b in landed:
-            dates = {k: v for k, v in (("created_at", b.created_at), ("updated_at", b.updated_at)) if v is not None}
-            if dates:
-                stamps.append(UpdateOne({"_id": item_id(b.namespace, b.key)}, {"$set": dates}))
-        if stamps:
-            ctx.store.collection.bulk_write(stamps, ordered=False)
+    stamps = [UpdateOne({"_id": item_id(*b.id)}, {"$set": b.stamps}) for b in landed if b.stamps]
+    if keep_timestamps and stamps:
+        ctx.store.collection.bulk_write(stamps, ordered=False)
 
 
 def cmd_import(ctx: Ctx) -> int:
@@ -343,7 +330,7 @@ def cmd_import(ctx: Ctx) -> int:
                 try:
                     parsed = parse_import_line(number, raw)
                 except _Rejected as rej:
-                    summary.reject(number, rej.reason, rej.error)
+                    summary.reject(number, rej.reason, str(rej))
                     parsed = None
                 if parsed is not None:
                     batch.append(parsed)
