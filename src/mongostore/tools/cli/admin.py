@@ -37,9 +37,8 @@ def cmd_setup(ctx: Ctx) -> int:
     if ctx.json:
         ctx.emit(status)
         return EXIT_OK
-    local = ctx.settings.local and not ctx.injected
-    ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
-    if local:
+    ctx.print(f"indexes ready on {ctx.label(path=not ctx.local)}")
+    if ctx.local:
         ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
@@ -61,10 +60,9 @@ def _search_path_text(status: Mapping[str, Any]) -> str:
 def cmd_doctor(ctx: Ctx) -> int:
     status = ctx.store.status()
     problems, info, unvectored = _doctor_findings(ctx, status)
-    local = ctx.settings.local and not ctx.injected
-    data_file = ctx.settings.local_file() if local else None
+    data_file = ctx.settings.local_file() if ctx.local else None
     server = str(status["server_version"])
-    if local:
+    if ctx.local:
         server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
     if ctx.json:
         ctx.emit(
@@ -144,7 +142,7 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     """The lines of ``doctor``'s text output, as (name, value)."""
     idx = status.get("vector_search_index") or {}
     rows: list[tuple[str, str]] = [
-        ("store", ctx.settings.label(path=data_file is None) if not ctx.injected else "the given store"),
+        ("store", ctx.label(path=data_file is None)),
         *([("data file", _file_text(data_file, ctx.load_seconds))] if data_file else []),
         ("server", server),
         ("embedder", ctx.embedder),
@@ -193,14 +191,9 @@ def _file_text(path: Path, load_seconds: float | None = None) -> str:
     size = _file_size(path)
     if size is None:
         return f"{path} (not written yet)"
+    shown = f"{size:,} bytes" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
     loaded = f", loaded in {load_seconds:.2f} s by every command" if load_seconds is not None else ""
-    return f"{path} ({_human_bytes(size)}{loaded})"
-
-
-def _human_bytes(size: int) -> str:
-    if size < 1024 * 1024:
-        return f"{size:,} bytes"
-    return f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
+    return f"{path} ({shown}{loaded})"
 
 
 def _index_summary(store: MongoStore) -> str:
@@ -219,11 +212,15 @@ def reindex_token(doc_id: str) -> str:
     return json.dumps(doc_id)[1:-1]
 
 
+def _checkpoint(doc_id: str) -> str:
+    return f"--after {shlex.quote(reindex_token(doc_id))}"
+
+
 def parse_reindex_token(token: str) -> str:
     try:
         value = json.loads('"' + token + '"')
     except ValueError:
-        raise CLIError(f"--after {token!r} is not a checkpoint printed by reindex") from None
+        value = None
     if not isinstance(value, str) or "\x00" not in value:
         raise CLIError(f"--after {token!r} is not a checkpoint printed by reindex")
     return value
@@ -274,16 +271,24 @@ def cmd_reindex(ctx: Ctx) -> int:
             if not progress.enabled and time.monotonic() - logged >= CHECKPOINT_EVERY:
                 # No bar (a job log): a resumable checkpoint line now and then.
                 logged = time.monotonic()
-                ctx.warn(f"reindex: {done:,}/{total:,} item(s); checkpoint --after {shlex.quote(reindex_token(last))}")
+                ctx.warn(f"reindex: {done:,}/{total:,} item(s); checkpoint {_checkpoint(last)}")
     except (KeyboardInterrupt, PyMongoError, MongoStoreError) as exc:
         progress.close()
-        hint = f" --after {shlex.quote(reindex_token(last))}" if last is not None else ""
+        hint = f" {_checkpoint(last)}" if last is not None else ""
         ctx.warn(f"reindex stopped after {done:,} item(s); resume with: mongostore reindex{hint} (same options)")
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise CLIError(f"reindex failed: {_one_line(exc)}", EXIT_FAILURE) from exc
     progress.close()
-    _reindex_report(ctx, prefix, done, batches, last)
+    if ctx.json:
+        token = reindex_token(last) if last is not None else None
+        ctx.emit(
+            {"reindexed": done, "batches": batches, "prefix": list(prefix), "last": token, "embedder": ctx.embedder}
+        )
+        return EXIT_OK
+    ctx.print(f"reindexed {done:,} item(s) under {format_namespace(prefix)} in {batches} batch(es)")
+    if last is not None:
+        ctx.print(f"checkpoint: {_checkpoint(last)}")
     return EXIT_OK
 
 
@@ -302,19 +307,3 @@ def _reindex_ops(docs: list[dict[str, Any]], now: datetime) -> tuple[list[PutOp]
             fix["ttl_minutes"] = d["ttl_minutes"]
         restore.append(UpdateOne({"_id": d["_id"]}, {"$set": fix}))
     return ops, restore
-
-
-def _reindex_report(ctx: Ctx, prefix: tuple[str, ...], done: int, batches: int, last: str | None) -> None:
-    result = {
-        "reindexed": done,
-        "batches": batches,
-        "prefix": list(prefix),
-        "last": reindex_token(last) if last is not None else None,
-        "embedder": ctx.embedder,
-    }
-    if ctx.json:
-        ctx.emit(result)
-    else:
-        ctx.print(f"reindexed {done:,} item(s) under {format_namespace(prefix)} in {batches} batch(es)")
-        if last is not None:
-            ctx.print(f"checkpoint: --after {shlex.quote(reindex_token(last))}")

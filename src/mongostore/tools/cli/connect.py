@@ -48,6 +48,15 @@ class Ctx:
         return self.settings.where()
 
     @property
+    def local(self) -> bool:
+        """The command runs on the local store (a file), not on a store given to ``main``."""
+        return self.settings.local and not self.injected
+
+    def label(self, path: bool = True) -> str:
+        """``StoreSettings.label``, or "the given store"."""
+        return "the given store" if self.injected else self.settings.label(path)
+
+    @property
     def out(self) -> TextIO:
         return sys.stdout
 

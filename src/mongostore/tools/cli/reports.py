@@ -82,7 +82,7 @@ def cmd_demo(ctx: Ctx) -> int:
     result = run_demo(
         ctx.store,
         user_id=ctx.args.user,
-        store_label=ctx.settings.label() if not ctx.injected else "the given store",
+        store_label=ctx.label(),
         embedder=ctx.embedder,
         semantic=not isinstance(embed, HashingEmbeddings),
     )
