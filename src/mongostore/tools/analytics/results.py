@@ -74,21 +74,16 @@ class NamespaceCountsReport:
         return self.total_labels > len(self.rows)
 
     def table(self) -> Table:
-        rows = [[_label(r.label), str(r.items), str(r.namespaces)] for r in self.rows]
+        above = "(directly in the namespace above)"
+        rows = [[above if r.label is None else r.label, str(r.items), str(r.namespaces)] for r in self.rows]
         return [f"label at level {self.level}", "items", "namespaces"], rows
-
-
-def _label(label: str | None) -> str:
-    return "(directly in the namespace above)" if label is None else label
 
 
 def parse_namespace_counts(
     rows: Sequence[Mapping[str, Any]], prefix: tuple[str, ...], level: int
 ) -> NamespaceCountsReport:
     top = [
-        NamespaceCount(
-            label=str(r["_id"]) if r.get("_id") else None, items=_int(r, "items"), namespaces=_int(r, "namespaces")
-        )
+        NamespaceCount(str(r["_id"]) if r.get("_id") else None, _int(r, "items"), _int(r, "namespaces"))
         for r in _facet(rows, "top")
     ]
     top.sort(key=lambda r: (-r.items, r.label or ""))
@@ -137,11 +132,9 @@ def _period_start(period: Period, label: str) -> datetime:
 
 
 def _next_period(period: Period, start: datetime) -> datetime:
-    if period == "day":
-        return start + timedelta(days=1)
-    if period == "week":
-        return start + timedelta(days=7)
-    return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    if period == "month":
+        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start + timedelta(days=7 if period == "week" else 1)
 
 
 def _all_periods(period: Period, labels: Sequence[str]) -> list[str]:
@@ -209,14 +202,8 @@ def parse_stale(
 ) -> StaleReport:
     summary = _first(summary_rows)
     oldest = tuple(StaleItem(tuple(r["namespace"]), str(r["key"]), as_utc(r["updated_at"])) for r in oldest_rows)
-    return StaleReport(
-        prefix=tuple(prefix),
-        days=days,
-        cutoff=as_utc(cutoff),
-        total=_int(summary, "total"),
-        stale=_int(summary, "stale"),
-        oldest=oldest,
-    )
+    total, stale = _int(summary, "total"), _int(summary, "stale")
+    return StaleReport(prefix=tuple(prefix), days=days, cutoff=as_utc(cutoff), total=total, stale=stale, oldest=oldest)
 
 
 @dataclass(frozen=True)
@@ -307,13 +294,8 @@ def parse_value_breakdown(
     top = [BreakdownRow(r.get("_id"), _int(r, "items")) for r in _facet(rows, "top")]
     top.sort(key=lambda r: (-r.items, _type_rank(r.value), repr(r.value)))
     total = _first(_facet(rows, "total"))
-    return BreakdownReport(
-        prefix=tuple(prefix),
-        field=field_path,
-        rows=tuple(top),
-        total_items=_int(total, "items"),
-        distinct_values=_int(total, "values"),
-    )
+    items, values = _int(total, "items"), _int(total, "values")
+    return BreakdownReport(tuple(prefix), field_path, tuple(top), total_items=items, distinct_values=values)
 
 
 @dataclass(frozen=True)
