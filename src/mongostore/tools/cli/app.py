@@ -16,7 +16,6 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from pymongo.errors import ConfigurationError as PyMongoConfigurationError
@@ -34,7 +33,7 @@ from mongostore.tools.cli.output import (
     CLIError,
     dumps,
 )
-from mongostore.tools.cli.parser import DEMO_DB, _UsageError, build_parser
+from mongostore.tools.cli.parser import _UsageError, build_parser
 from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
 
 __all__ = ["main"]
@@ -122,24 +121,13 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-def _command_settings(args: argparse.Namespace) -> StoreSettings:
-    """The command's store settings; the demo's default to a throwaway store of its own."""
-    if args.command != "demo":
-        return _settings(args)
-    # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
-    settings = _settings(args, db_default=DEMO_DB)
-    if settings.uri is None:
-        settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
-    return settings
-
-
 def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
     json_mode = bool(getattr(args, "json", False))
     command: str | None = getattr(args, "command", None)
     try:
-        settings = _command_settings(args)
+        settings = _settings(args)
         progress = not args.no_progress
         if store is not None:
             ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)

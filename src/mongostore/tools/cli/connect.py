@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.settings import ENV_DB, StoreSettings, probe_server, split_fields
+from mongostore.tools.settings import ENV_DB, IN_MEMORY_URI, StoreSettings, probe_server, split_fields
 
 
 @dataclass
@@ -56,16 +56,8 @@ class Ctx:
         """``StoreSettings.label``, or "the given store"."""
         return "the given store" if self.injected else self.settings.label(path)
 
-    @property
-    def out(self) -> TextIO:
-        return sys.stdout
-
-    @property
-    def err(self) -> TextIO:
-        return sys.stderr
-
     def print(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        sys.stdout.write(text + "\n")
 
     def envelope(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The one shape of every command's ``--json`` output: ``ok``, ``command`` and ``store``,
@@ -74,13 +66,19 @@ class Ctx:
 
     def emit(self, fields: Mapping[str, Any]) -> None:
         """Print the command's one JSON document on stdout (``envelope``)."""
-        self.out.write(dumps(self.envelope(fields)) + "\n")
+        sys.stdout.write(dumps(self.envelope(fields)) + "\n")
 
     def warn(self, text: str) -> None:
-        self.err.write(f"{PROG}: {text}\n")
+        sys.stderr.write(f"{PROG}: {text}\n")
 
 
-def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> StoreSettings:
+#: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: the demo (and LangGraph's graph machinery): seconds off every command's start.
+DEMO_DB = "mongostore_demo"
+
+
+def _settings(args: argparse.Namespace) -> StoreSettings:
+    """The command's store settings; the demo's default to a throwaway store, in a database of its own."""
     fields = split_fields(args.fields, "--fields") if args.fields is not None else None
     uri = args.uri
     if uri is not None and not uri.strip():
@@ -94,8 +92,10 @@ def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> Sto
         fields=fields,
         data_dir=args.data_dir or None,
     )
-    if db_default is not None and not args.db and not os.environ.get(ENV_DB):
-        settings = replace(settings, db=db_default)
+    if args.command == "demo" and not args.db and not os.environ.get(ENV_DB):
+        settings = replace(settings, db=DEMO_DB)
+    if args.command == "demo" and settings.uri is None:
+        settings = replace(settings, uri=IN_MEMORY_URI)
     return settings
 
 

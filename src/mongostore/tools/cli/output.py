@@ -185,8 +185,6 @@ def loads_json(text: str) -> Any:
     """
     try:
         value = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
-    except _NotFinite:
-        raise
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError:

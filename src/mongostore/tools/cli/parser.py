@@ -9,7 +9,7 @@ from typing import Any
 
 from mongostore import __version__
 from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
-from mongostore.tools.cli.connect import Ctx, _default_dir_text
+from mongostore.tools.cli.connect import DEMO_DB, Ctx, _default_dir_text
 from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_search
 from mongostore.tools.cli.output import PROG
 from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
@@ -103,11 +103,6 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
-
-
-#: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
-#: the demo (and LangGraph's graph machinery): seconds off every command's start.
-DEMO_DB = "mongostore_demo"
 
 
 #: Every command's name, in the order ``--help`` lists them.

@@ -120,7 +120,7 @@ def cmd_export(ctx: Ctx) -> int:
     if ctx.json and not to_stdout:
         ctx.emit(summary)  # the one JSON document on stdout
     elif ctx.json:
-        ctx.err.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
+        sys.stderr.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
     else:
         ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK
