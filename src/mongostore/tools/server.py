@@ -35,14 +35,11 @@ logger = logging.getLogger("mongostore")
 
 @asynccontextmanager
 async def make_store() -> AsyncIterator[BaseStore]:
-    """An ``AsyncMongoStore`` from the environment, set up (indexes, and the Atlas vector index
-    where there is one), closed when the server stops.
+    """An ``AsyncMongoStore`` from the environment, set up, closed when the server stops.
 
-    Without ``MONGODB_URI``: the local store (shared with the ``mongostore`` CLI); ``mongomock://``:
-    in memory, lost on restart. An unreachable server fails at once, in one line
-    (``ServerUnreachableError``). The Agent Server calls this with no arguments and runs no TTL
-    sweeper for a custom store: ``MONGOSTORE_TTL_*`` give the ``ttl=``, and the local and in-memory
-    stores (no TTL monitor) then run the store's sweeper until the server stops.
+    An unreachable server fails at once, in one line (``ServerUnreachableError``). The Agent Server
+    calls this with no arguments and runs no TTL sweeper for a custom store: ``MONGOSTORE_TTL_*``
+    give the ``ttl=``, and the local and in-memory stores (no TTL monitor) run the store's sweeper.
     """
     from pymongo.errors import ConnectionFailure
 

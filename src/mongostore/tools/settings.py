@@ -67,10 +67,8 @@ ENV_COLLECTION = "MONGOSTORE_COLLECTION"
 ENV_EMBED = "MONGOSTORE_EMBED"
 ENV_DIMS = "MONGOSTORE_DIMS"
 ENV_FIELDS = "MONGOSTORE_FIELDS"
-#: What the tools embed when no fields are given: the CLI, the demo and the Agent Server
-#: alike (the Python examples pass ``fields=["text"]``), so that they embed one shared
-#: store the same way. A value without a ``text`` string is stored but has no vector;
-#: ``$`` embeds the whole value as JSON.
+#: What the CLI, the demo and the Agent Server embed when no fields are given, so that they embed
+#: one shared store the same way (a value without a ``text`` string gets no vector).
 DEFAULT_FIELDS: tuple[str, ...] = ("text",)
 ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
 #: The Agent Server's TTL (``langgraph_api`` calls ``make_store()`` with no arguments): LangGraph's
@@ -98,13 +96,11 @@ _SECRET_WORDS = ("password", "secret", "token", "passwd", "pwd", "apikey", "api_
 
 
 def redact_uri(uri: str) -> str:
-    """The URI with every credential hidden (safe to print and log).
+    """The URI with every credential hidden (safe to print and log), hiding more when in doubt.
 
-    The password (everything between the first ``:`` of the user info and the *last*
-    ``@`` before the hosts, so an unescaped ``/`` or ``@`` in it is hidden too) and the
-    values of credential-bearing options (``authMechanismProperties``, which carries
-    ``AWS_SESSION_TOKEN``; ``tlsCertificateKeyFilePassword``; anything named like a
-    password, secret or token) become ``***``. When in doubt it hides more, never less.
+    The password (up to the *last* ``@`` before the hosts, so an unescaped ``/`` or ``@`` in it is
+    hidden too) and credential-bearing options (``authMechanismProperties``, which carries
+    ``AWS_SESSION_TOKEN``; anything named like a password, secret or token) become ``***``.
     """
     m = _SCHEME.match(uri.strip())
     if not m:

@@ -107,10 +107,7 @@ def value_breakdown(
 
 @dataclass(frozen=True)
 class ReportPlan:
-    """The pipelines of every report, and how to read their outputs back (no I/O).
-
-    ``run`` with a sync store, ``arun`` with an async one; both send the same pipelines.
-    """
+    """The pipelines of every report, and how to read their outputs back: ``run`` (sync) and ``arun``."""
 
     prefix: tuple[str, ...]
     now: datetime

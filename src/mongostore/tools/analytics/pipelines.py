@@ -110,10 +110,7 @@ def growth_pipeline(period: Period = "day") -> list[dict[str, Any]]:
 
 
 def stale_summary_pipeline(cutoff: datetime) -> list[dict[str, Any]]:
-    """``{total, stale}``: items in scope, and those with ``updated_at < cutoff``.
-
-    Needs only ``path`` and ``updated_at``: the ``{path: 1, updated_at: -1}`` index covers it.
-    """
+    """``{total, stale}``: items in scope, and those with ``updated_at < cutoff`` (index-covered)."""
     stale = {"$cond": [{"$lt": ["$updated_at", cutoff]}, 1, 0]}
     return [{"$group": {"_id": None, "total": {"$sum": 1}, "stale": {"$sum": stale}}}]
 
@@ -132,10 +129,8 @@ def stale_oldest_pipeline(cutoff: datetime, limit: int = 10) -> list[dict[str, A
 def ttl_outlook_pipeline(now: datetime) -> list[dict[str, Any]]:
     """One ``$group`` of conditional sums on ``expires_at`` against literal dates.
 
-    Missing ``expires_at`` is made an explicit null first: in expressions null sorts before
-    every date (on the server and in mongomock), so ``$lte: [null, now]`` is true and the
-    never-expiring items must be excluded from "expired" explicitly. (``$type`` would say
-    it more directly, but mongomock lacks it.)
+    A missing ``expires_at`` is made an explicit null: null sorts before every date, so
+    ``$lte: [null, now]`` is true and "expired" must exclude it (mongomock lacks ``$type``).
     """
     now = as_utc(now)
     expires = {"$ifNull": ["$expires_at", None]}
