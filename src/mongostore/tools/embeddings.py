@@ -91,11 +91,8 @@ class _Counted(Embeddings):
 
 
 class HashingEmbeddings(_Counted):
-    """Deterministic bag-of-words embeddings with real word-overlap similarity.
-
-    Same text, same vector, in every process (blake2b, no salt). Vectors have unit norm, except
-    for a text with no content words (empty, or only stop words): the zero vector.
-    """
+    """Deterministic bag-of-words embeddings: same text, same vector, in every process (blake2b,
+    no salt); unit norm, except the zero vector for a text with no content words."""
 
     def __init__(self, dims: int = 384) -> None:
         if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
@@ -170,14 +167,9 @@ def _runtime_importable() -> bool:
 
 
 class MiniLMEmbeddings(_Counted):
-    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on ``onnxruntime``, fully offline.
-
-    sentence-transformers' pipeline for this model: WordPiece tokens (lowercased, at most 256),
-    mean pooling of ``last_hidden_state`` over the attention mask, L2 normalisation. Files come
-    from installed packages (or the paths given); ``Tokenizer.from_file`` and ``InferenceSession``
-    read local files only, so no model hub is ever contacted. Both load on first use, once.
-    Raises ``RuntimeError`` naming the extra when the files (here) or onnxruntime / tokenizers
-    (at first use) are missing.
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on ``onnxruntime``, with sentence-transformers' pipeline
+    (WordPiece, mean pooling over the attention mask, L2 norm). Local files only, loaded on first use;
+    ``RuntimeError`` naming the extra when the files (here) or onnxruntime / tokenizers are missing.
     """
 
     dims = MINILM_DIMS

@@ -92,11 +92,9 @@ def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> st
     for i in range(5):
         frac = i / 4
         y = top + plot_h - frac * plot_h
-        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>')
         parts.append(
+            f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>'
             f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(bar_max * frac)}</text>'
-        )
-        parts.append(
             f'<text class="tick right" x="{left + plot_w + 6}" y="{y + 4:.1f}">{_fmt(total_max * frac)}</text>'
         )
     every = max(1, math.ceil(len(points) / 12))

@@ -88,14 +88,8 @@ def parse_namespace_counts(
     ]
     top.sort(key=lambda r: (-r.items, r.label or ""))
     total = _first(_facet(rows, "total"))
-    return NamespaceCountsReport(
-        prefix=tuple(prefix),
-        level=level,
-        rows=tuple(top),
-        total_items=_int(total, "items"),
-        total_namespaces=_int(total, "namespaces"),
-        total_labels=_int(total, "labels"),
-    )
+    totals = {f"total_{name}": _int(total, name) for name in ("items", "namespaces", "labels")}
+    return NamespaceCountsReport(tuple(prefix), level, tuple(top), **totals)
 
 
 @dataclass(frozen=True)

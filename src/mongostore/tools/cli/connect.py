@@ -36,11 +36,8 @@ class Ctx:
 
     @property
     def where(self) -> str:
-        """Where the data is, in a few words (named in result lines).
-
-        The local store's file is named once per command, on stderr when it opens; the
-        lines after it say "the local store" (``--json`` output keeps the path).
-        """
+        """Where the data is, in a few words, for result lines: the local store's file is named once,
+        on stderr when it opens, so they say "the local store" (``--json`` keeps the path)."""
         if self.injected:
             return "the given store"
         if self.settings.local and not self.json:

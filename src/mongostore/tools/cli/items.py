@@ -141,15 +141,11 @@ def cmd_search(ctx: Ctx) -> int:
         matching = " matching the filter" if filt else ""
         ctx.warn(f"no items under {format_namespace(prefix)}{matching} in {ctx.where}{_empty_hint(ctx)}")
         return EXIT_OK
-    headers = ["namespace", "key", "score", "updated", "value"] if a.query else ["namespace", "key", "updated", "value"]
-    rows = []
-    for i in items:
-        row = [format_namespace(i.namespace), i.key]
-        if a.query:
-            row.append("-" if i.score is None else f"{i.score:.3f}")
-        row += [_when(i.updated_at), dumps(i.value)]
-        rows.append(row)
-    ctx.print(format_table(headers, rows))
+    rows = [[format_namespace(i.namespace), i.key, _when(i.updated_at), dumps(i.value)] for i in items]
+    if a.query:  # a score column after the key
+        for row, i in zip(rows, items, strict=True):
+            row.insert(2, "-" if i.score is None else f"{i.score:.3f}")
+    ctx.print(format_table(["namespace", "key", *(["score"] if a.query else []), "updated", "value"], rows))
     if len(items) == a.limit:
         ctx.warn(f"showing {len(items)} items from offset {a.offset}; more may follow (--offset {a.offset + a.limit})")
     return EXIT_OK

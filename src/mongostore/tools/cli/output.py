@@ -102,11 +102,8 @@ def _when(value: datetime) -> str:
 
 
 class Progress:
-    """A one-line progress bar on stderr, redrawn with ``\\r`` at most ten times a second.
-
-    Disabled unless the stream is a terminal (so logs and tests stay clean);
-    ``total=None`` shows a counter instead of a bar.
-    """
+    """A one-line progress bar on stderr, redrawn with ``\\r`` at most ten times a second, only on a
+    terminal (so logs and tests stay clean); ``total=None`` shows a counter instead of a bar."""
 
     def __init__(
         self, label: str, total: int | None, *, stream: TextIO | None = None, enabled: bool | None = None
@@ -178,11 +175,8 @@ def _object(pairs: list[tuple[str, Any]]) -> Any:
 
 
 def loads_json(text: str) -> Any:
-    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers.
-
-    Any failure (bad Extended JSON such as ``{"$oid": "zzz"}`` or ``{"$date": 1e300}``,
-    nesting too deep) is a ``ValueError`` with the reason.
-    """
+    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers;
+    any failure (``{"$oid": "zzz"}``, nesting too deep...) is a ``ValueError`` with the reason."""
     try:
         value = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:
