@@ -31,15 +31,8 @@ DEFAULT_USER = "alice"
 #: Below this similarity the assistant says it does not know (cosine, as the store reports it).
 MIN_SCORE = 0.3
 
-THREAD_1 = (
-    "Hi! I like pizza. I am allergic to peanuts.",
-    "My sister lives in Lisbon. I work as a nurse.",
-)
-THREAD_2 = (
-    "What do I like to eat?",
-    "Where does my sister live?",
-    "What do I do for a living?",
-)
+THREAD_1 = ("Hi! I like pizza. I am allergic to peanuts.", "My sister lives in Lisbon. I work as a nurse.")
+THREAD_2 = ("What do I like to eat?", "Where does my sister live?", "What do I do for a living?")
 #: Asked of the store directly at the end: the acceptance check of issue 4.
 CHECK_QUERY = "What does the user like to eat?"
 

@@ -19,13 +19,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = [
-    "MINILM_DIMS",
-    "MINILM_INSTALL_HINT",
-    "HashingEmbeddings",
-    "MiniLMEmbeddings",
-    "default_embeddings",
-]
+__all__ = ["MINILM_DIMS", "MINILM_INSTALL_HINT", "HashingEmbeddings", "MiniLMEmbeddings", "default_embeddings"]
 
 _TOKEN_RE = re.compile(r"\w+")
 

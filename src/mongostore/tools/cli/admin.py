@@ -19,14 +19,7 @@ from mongostore.core.queries import item_indexes, not_expired, prefix_filter, ve
 from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
-from mongostore.tools.cli.output import (
-    EXIT_FAILURE,
-    EXIT_OK,
-    CLIError,
-    Progress,
-    format_namespace,
-    parse_namespace,
-)
+from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_OK, CLIError, Progress, format_namespace, parse_namespace
 from mongostore.tools.report import count
 from mongostore.tools.settings import _one_line
 

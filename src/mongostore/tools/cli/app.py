@@ -24,15 +24,7 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 from mongostore.errors import MongoStoreError, WriteError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _describe_injected, _open, _settings
-from mongostore.tools.cli.output import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    PROG,
-    CLIError,
-    dumps,
-)
+from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CLIError, dumps
 from mongostore.tools.cli.parser import _UsageError, build_parser
 from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
 
