@@ -52,13 +52,6 @@ def _fail(json_mode: bool, message: str, code: int, command: str | None, trace: 
     return code
 
 
-def _command_in(argv: Sequence[str]) -> str | None:
-    """The command named in ``argv`` (for the error of a command line that did not parse)."""
-    from mongostore.tools.cli.parser import COMMAND_NAMES
-
-    return next((a for a in argv if a in COMMAND_NAMES), None)
-
-
 def _dash_hint(argv: Sequence[str], message: str) -> str:
     """A hint when a positional that starts with ``-`` was taken for an option."""
     if "unrecognized arguments" not in message and "the following arguments are required" not in message:
@@ -86,7 +79,8 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         message = exc.message + _dash_hint(arglist, exc.message)
         sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
         if json_mode:
-            sys.stdout.write(_error_json(message, EXIT_USAGE, _command_in(arglist)) + "\n")
+            command = next((a for a in arglist if a in parser.commands), None)  # the line did not parse
+            sys.stdout.write(_error_json(message, EXIT_USAGE, command) + "\n")
         return EXIT_USAGE
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE

@@ -101,29 +101,13 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: tuple[str, ...] = ()  # the top-level parser's: every command's name
+
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
 
 
-#: Every command's name, in the order ``--help`` lists them.
-COMMAND_NAMES = (
-    "demo",
-    "setup",
-    "doctor",
-    "put",
-    "get",
-    "rm",
-    "search",
-    "ls",
-    "export",
-    "import",
-    "reindex",
-    "stats",
-    "report",
-)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
         description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
@@ -243,4 +227,5 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "report":
             p.add_argument("-o", "--out", required=True, help="the HTML file to write (- for stdout)")
             p.add_argument("--title", help="page title")
+    parser.commands = tuple(subs.choices)
     return parser
