@@ -1,11 +1,9 @@
 """``mongostore demo``: LangGraph long-term memory on MongoStore, in one command, no LLM, no network.
 
-A graph compiled with a checkpointer (one thread's messages) and a store (shared by every thread
-of a user) runs two threads: on the first the user states facts (``remember`` stores each
-first-person statement under ``(user_id, "memories")``); on a new thread, whose checkpoint holds
-none of it, the user asks about them (``respond`` recalls by semantic search). The nodes are
-rule-based (``demo_rules``) and async, using only ``runtime.store``: the same graph is the one the
-Agent Server example runs, on ``MongoStore`` and ``AsyncMongoStore`` alike.
+On one thread the user states facts (``remember`` stores them under ``(user_id, "memories")``); on
+a new thread, whose checkpoint holds none of it, the user asks about them (``respond`` recalls by
+semantic search). The nodes are rule-based (``demo_rules``) and use only ``runtime.store``: the
+Agent Server example runs the same graph, on ``AsyncMongoStore``.
 """
 
 from __future__ import annotations
@@ -202,11 +200,8 @@ async def _conversation(
 def run_demo(
     store: Any, *, user_id: str = DEFAULT_USER, store_label: str = "", embedder: str = "", semantic: bool = True
 ) -> DemoResult:
-    """Run both threads against ``store`` (a ``MongoStore`` with an index) and return what happened.
-
-    ``setup()`` is called first (idempotent). Memory keys are derived from the
-    sentences, so running the demo again on the same database adds no duplicates.
-    """
+    """Run both threads against ``store`` (a ``MongoStore`` with an index, set up first) and return what
+    happened. Memory keys come from the sentences: running it again on the same database adds none."""
     if getattr(store, "index_config", None) is None:
         raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
     store.setup()

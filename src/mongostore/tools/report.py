@@ -184,14 +184,14 @@ def _empty_svg(css_class: str, label: str, width: int, message: str) -> str:
 
 def namespaces_svg(report: NamespaceCountsReport) -> str:
     rows = [
-        (_label(r.label), r.items, f"{count(r.items, 'item')} \u00b7 {count(r.namespaces, 'namespace')}")
+        (
+            "(directly in the prefix)" if r.label is None else r.label,
+            r.items,
+            f"{count(r.items, 'item')} \u00b7 {count(r.namespaces, 'namespace')}",
+        )
         for r in report.rows
     ]
     return bar_svg("namespaces", f"Items per namespace at level {report.level}", rows)
-
-
-def _label(label: str | None) -> str:
-    return "(directly in the prefix)" if label is None else label
 
 
 CSS = """

@@ -1,10 +1,6 @@
-"""The store factory LangGraph's Agent Server loads: ``"store": {"path": "mongostore.tools.server.make_store"}``.
-
-Write the path dotted: the server splits a module path at its last ``.``, so
-``mongostore.tools.server:make_store`` is *not* understood (``./store.py:make_store`` works too).
-It is configured by the variables ``mongostore.tools.settings`` reads (``MONGODB_URI``,
-``MONGOSTORE_*``), listed in docs/cli.md, "The Agent Server"; this module re-exports the
-settings' names (their old public path).
+"""The store factory LangGraph's Agent Server loads: ``"store": {"path": "mongostore.tools.server.make_store"}``
+(dotted: the server splits the path at its last ``.``). Its variables: docs/cli.md, "The Agent Server".
+This module also re-exports the settings' names (their old public path).
 """
 
 from __future__ import annotations

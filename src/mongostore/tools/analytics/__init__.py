@@ -28,12 +28,9 @@ mongomock engine lacks some allowed stages (:data:`MONGOMOCK_MISSING_STAGES`) an
 Reports
 =======
 
-Each report is a pure pipeline builder (``pipelines``: the stages *after* the scoping match), a
-frozen dataclass result and its parser (``results``), and a runner taking anything with an
-``aggregate(prefix, pipeline)`` method (``collect``). :func:`collect_reports` /
-:func:`acollect_reports` run them all into a :class:`ReportBundle` (what ``mongostore stats``
-prints and ``mongostore report`` renders). The report pipelines use only what both mongomock 4.3
-and MongoDB 7/8 implement, and return counts or a few projected fields, never whole documents.
+Each report is a pure pipeline builder (``pipelines``), a result and its parser (``results``) and a
+runner (``collect``); :func:`collect_reports` runs them all (``mongostore stats`` and ``report``).
+They use only what mongomock 4.3 and MongoDB 7/8 both implement, and read no whole documents.
 """
 
 from __future__ import annotations

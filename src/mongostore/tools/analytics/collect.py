@@ -62,10 +62,6 @@ class AsyncAggregator(Protocol):
     ) -> Awaitable[list[dict[str, Any]]]: ...
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def namespace_counts(
     store: Aggregator, prefix: tuple[str, ...], level: int | None = None, *, limit: int = 100
 ) -> NamespaceCountsReport:
@@ -86,14 +82,14 @@ def stale_items(
 ) -> StaleReport:
     """Items not updated for ``days`` days: how many, their share, and the ``oldest`` oldest."""
     prefix = tuple(prefix)
-    cutoff = _cutoff(now or _utcnow(), days)
+    cutoff = _cutoff(now or datetime.now(timezone.utc), days)
     summary = store.aggregate(prefix, stale_summary_pipeline(cutoff))
     rows = store.aggregate(prefix, stale_oldest_pipeline(cutoff, oldest))
     return parse_stale(summary, rows, prefix, days, cutoff)
 
 
 def ttl_outlook(store: Aggregator, prefix: tuple[str, ...], *, now: datetime | None = None) -> TTLOutlookReport:
-    now = as_utc(now or _utcnow())
+    now = as_utc(now or datetime.now(timezone.utc))
     return parse_ttl_outlook(store.aggregate(tuple(prefix), ttl_outlook_pipeline(now)), tuple(prefix), now)
 
 
@@ -199,4 +195,4 @@ async def acollect_reports(
 
 def _plan(prefix: tuple[str, ...], now: datetime | None, limit: int, **options: Any) -> ReportPlan:
     """What both collectors run: every table at most ``limit`` rows, the oldest stale items at most 10."""
-    return ReportPlan(tuple(prefix), now or _utcnow(), limit=limit, oldest=min(limit, 10), **options)
+    return ReportPlan(tuple(prefix), now or datetime.now(timezone.utc), limit=limit, oldest=min(limit, 10), **options)

@@ -125,12 +125,6 @@ def _period_start(period: Period, label: str) -> datetime:
     return datetime.strptime(label, PERIOD_FORMATS[period])
 
 
-def _next_period(period: Period, start: datetime) -> datetime:
-    if period == "month":
-        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-    return start + timedelta(days=7 if period == "week" else 1)
-
-
 def _all_periods(period: Period, labels: Sequence[str]) -> list[str]:
     """Every period from the first to the last label, so gaps show as zeros."""
     if not labels:
@@ -144,7 +138,10 @@ def _all_periods(period: Period, labels: Sequence[str]) -> list[str]:
     current = start
     while current <= end and len(out) < 100_000:
         out.append(current.strftime(fmt))
-        current = _next_period(period, current)
+        if period == "month":
+            current = current.replace(year=current.year + current.month // 12, month=current.month % 12 + 1)
+        else:
+            current += timedelta(days=7 if period == "week" else 1)
     return sorted(set(out) | set(labels))
 
 

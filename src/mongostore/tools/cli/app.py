@@ -23,16 +23,12 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 
 from mongostore.errors import MongoStoreError, WriteError
 from mongostore.store import MongoStore
-from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _describe_injected, _open, _settings
+from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _open, _settings
 from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CLIError, dumps
 from mongostore.tools.cli.parser import _UsageError, build_parser
 from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
 
 __all__ = ["main"]
-
-
-def _error(message: str) -> None:
-    sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
 def _error_json(message: str, code: int, command: str | None) -> str:
@@ -44,7 +40,7 @@ def _fail(json_mode: bool, message: str, code: int, command: str | None, trace: 
     """An error: one line on stderr and, with --json, one JSON document on stdout (``trace``: and the traceback)."""
     if trace:
         traceback.print_exc()
-    _error(message)
+    sys.stderr.write(f"{PROG}: error: {message}\n")
     if json_mode:
         with contextlib.suppress(Exception):
             sys.stdout.write(_error_json(message, code, command) + "\n")
@@ -65,11 +61,8 @@ def _dash_hint(argv: Sequence[str], message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) -> int:
-    """Run the CLI; returns the exit status (the console script exits with it).
-
-    ``store`` runs every command against that store instead of opening one from
-    ``--uri`` / ``MONGODB_URI`` (for tests and for embedding the CLI).
-    """
+    """Run the CLI and return its exit status; ``store``: run every command on that store instead
+    of opening one (for tests and for embedding the CLI)."""
     parser = build_parser()
     arglist = list(argv) if argv is not None else sys.argv[1:]
     json_mode = "--json" in arglist[: arglist.index("--")] if "--" in arglist else "--json" in arglist
@@ -86,7 +79,7 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        _error("no command given (see the list above)")
+        sys.stderr.write(f"{PROG}: error: no command given (see the list above)\n")
         if json_mode:
             sys.stdout.write(_error_json("no command given", EXIT_USAGE, None) + "\n")
         return EXIT_USAGE
@@ -116,7 +109,9 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
         settings = _settings(args)
         progress = not args.no_progress
         if store is not None:
-            ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)
+            index = store.index_config
+            embedder = f"{index.get('embed')!r} ({index.get('dims')} dims)" if index else "none: semantic search is off"
+            ctx = Ctx(args, store, settings, embedder, args.json, progress, injected=True)
             return int(args.func(ctx))
         if args.command != "demo":
             if settings.local:

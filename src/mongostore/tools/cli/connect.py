@@ -1,6 +1,4 @@
-"""From the connection options to a store: the settings, opening it (local, in-memory or a server), and
-the context every command gets.
-"""
+"""From the connection options to a store (local, in-memory or a server), and the context every command gets."""
 
 from __future__ import annotations
 
@@ -137,18 +135,9 @@ def _open(
             yield store, description, loaded
 
 
-def _describe_injected(store: MongoStore) -> str:
-    index = store.index_config
-    if not index:
-        return "none: semantic search is off"
-    embed = index.get("embed")
-    return f"{embed!r} ({index.get('dims')} dims)"
-
-
 def _empty_hint(ctx: Ctx) -> str:
-    if ctx.settings.in_memory and not ctx.injected:
-        return " (the in-memory store starts empty in every command: leave out --uri for the local store)"
-    return ""
+    hint = " (the in-memory store starts empty in every command: leave out --uri for the local store)"
+    return hint if ctx.settings.in_memory and not ctx.injected else ""
 
 
 def _default_dir_text() -> str:

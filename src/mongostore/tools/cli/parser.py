@@ -49,10 +49,8 @@ COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --t
 
 
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
-    """Connection, embedding and output options; accepted before or after the command name.
-
-    Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
-    """
+    """Connection, embedding and output options, before or after the command name (shown in
+    ``mongostore --help``; each command's ``--help`` names them in one line)."""
     data_dir = f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"
     embed = (
         "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "

@@ -92,9 +92,11 @@ def cmd_demo(ctx: Ctx) -> int:
     else:
         render_demo(result, sys.stdout)
         if ctx.settings.in_memory and not ctx.injected:
-            ctx.print("The in-memory store is gone now. Keep the memories in the local store, or on a server:")
-            ctx.print("  mongostore demo --uri mongostore-local://")
-            ctx.print("  mongostore demo --uri mongodb://localhost:27017/?directConnection=true")
+            ctx.print(
+                "The in-memory store is gone now. Keep the memories in the local store, or on a server:\n"
+                "  mongostore demo --uri mongostore-local://\n"
+                "  mongostore demo --uri mongodb://localhost:27017/?directConnection=true"
+            )
         else:
             ctx.print(
                 f"The memories stay in database {ctx.settings.db!r}; look at them with:\n"

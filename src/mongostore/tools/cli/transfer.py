@@ -39,11 +39,8 @@ from mongostore.tools.settings import _one_line, check_field_path
 
 
 def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
-    """One exported item as a JSON line (what ``import`` reads).
-
-    ``index`` is the item's own embedding choice, kept so ``import`` does the same:
-    ``False`` for an item put with ``index=False``, a list for per-item fields.
-    """
+    """One exported item as a JSON line (what ``import`` reads), with the item's own embedding choice
+    (``index``: ``False`` for an item put with ``index=False``, a list for per-item fields)."""
     record: dict[str, Any] = {
         "namespace": list(doc["namespace"]),
         "key": doc["key"],
@@ -62,11 +59,8 @@ _MULTI_TEXT = re.compile(r"\.\d+$")
 
 
 def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[Literal[False] | list[str] | None]:
-    """Each item's embedding choice, read back from what was stored (one vectors query per chunk).
-
-    No ``vectors`` on an item of an indexed store: it was put with ``index=False`` (or had
-    no text at the fields). Vectors at other fields than the store's: per-item ``index=[...]``.
-    """
+    """Each item's embedding choice, read back from what was stored (one vectors query per chunk):
+    no ``vectors`` is ``index=False`` (or no text), vectors at other fields are a per-item list."""
     if store.vectors_collection is None or store.index_config is None:
         return [None] * len(docs)
     default = set(store.index_config.get("fields") or ["$"])
