@@ -1,7 +1,5 @@
-"""Embedders that run offline: ``HashingEmbeddings`` (a word-overlap test embedder, not a semantic
-model) and ``MiniLMEmbeddings`` (all-MiniLM-L6-v2, int8 ONNX, from installed packages only), and
-``default_embeddings``, which picks the better one installed. See docs/embeddings.md.
-"""
+"""Embedders that run offline, ``HashingEmbeddings`` (word overlap, for tests) and ``MiniLMEmbeddings``
+(all-MiniLM-L6-v2, int8 ONNX), and ``default_embeddings``, the better one installed (docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -55,8 +53,7 @@ def _bucket(token: str, dims: int) -> tuple[int, float]:
 
 
 class _Counted(Embeddings):
-    """Counts its work, so tests can assert how often a store embedded: ``calls`` (one per
-    ``embed_documents`` / ``embed_query`` call, sync or async) and ``texts_embedded``."""
+    """Counts its work for tests: ``calls`` (one per embed call, sync or async) and ``texts_embedded``."""
 
     def __init__(self) -> None:
         self.calls = 0

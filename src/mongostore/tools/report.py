@@ -242,10 +242,6 @@ def _table(table: Table, numeric_from: int = 1) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _card(value: str, text: str) -> str:
-    return f'<div class="card"><div class="n">{_e(value)}</div><div class="t">{_e(text)}</div></div>'
-
-
 def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
     """One self-contained HTML page: summary cards, SVG charts and tables of every report."""
     prefix = _prefix_label(reports.prefix)
@@ -283,12 +279,13 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
             f"<details><summary>Table</summary>{_table(bd.table())}</details></section>"
         )
     cards = "".join(
-        [
-            _card(f"{ttl.total:,}", "items"),
-            _card(f"{ns.total_namespaces:,}", "namespaces"),
-            _card(f"{st.share:.0%}", f"stale (> {_fmt(st.days)} days)"),
-            _card(f"{ttl.within_day:,}", "expire within a day"),
-        ]
+        f'<div class="card"><div class="n">{_e(value)}</div><div class="t">{_e(text)}</div></div>'
+        for value, text in (
+            (f"{ttl.total:,}", "items"),
+            (f"{ns.total_namespaces:,}", "namespaces"),
+            (f"{st.share:.0%}", f"stale (> {_fmt(st.days)} days)"),
+            (f"{ttl.within_day:,}", "expire within a day"),
+        )
     )
     generated = _e(reports.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     return (

@@ -1,8 +1,6 @@
-"""The store settings shared by the ``mongostore`` command and the Agent Server factory.
-
-The environment variables (docs/cli.md), URI redaction and the server probe, the embedder chooser
-(``resolve_embeddings``), field paths, and ``StoreSettings``.
-"""
+"""The store settings shared by the ``mongostore`` command and the Agent Server factory: the
+environment variables (docs/cli.md), URI redaction, the server probe, the embedder chooser, field
+paths, and ``StoreSettings``."""
 
 from __future__ import annotations
 
@@ -153,11 +151,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embeddings | str, int, str] | None:
-    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value, ``None`` for ``"none"``.
-
-    ``None`` or ``""`` picks the best local model installed. A provider string is passed through
-    for LangGraph's ``init_embeddings``. ``ConfigurationError``: unknown model, missing extra, bad dims.
-    """
+    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value (``None`` for ``"none"``;
+    ``""``: the best local model installed; a provider string goes to LangGraph's ``init_embeddings``)."""
     name = (spec or "").strip()
     lowered = name.lower()
     if dims is not None and (isinstance(dims, bool) or dims < 1):
@@ -209,10 +204,8 @@ _PATH_SEGMENT = re.compile(r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{}
 
 
 def check_field_path(path: str, what: str = "field path") -> str:
-    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``).
-
-    LangGraph's own tokenizer accepts ``text[`` and embeds nothing: refuse it here, by name.
-    """
+    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``);
+    LangGraph's own tokenizer accepts ``text[`` and embeds nothing, so it is refused here, by name."""
     if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_outside_braces(path, ".")):
         return path
     raise ConfigurationError(

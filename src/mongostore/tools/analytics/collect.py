@@ -65,8 +65,7 @@ class AsyncAggregator(Protocol):
 def namespace_counts(
     store: Aggregator, prefix: tuple[str, ...], level: int | None = None, *, limit: int = 100
 ) -> NamespaceCountsReport:
-    """Items and namespaces per label at ``level`` (default: the level right below ``prefix``,
-    e.g. per user under ``("users",)``)."""
+    """Items and namespaces per label at ``level`` (default: the one below ``prefix``: users under ``("users",)``)."""
     level = len(prefix) if level is None else level
     return parse_namespace_counts(
         store.aggregate(tuple(prefix), namespace_counts_pipeline(level, limit=limit)), tuple(prefix), level

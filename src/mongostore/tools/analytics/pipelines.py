@@ -25,10 +25,9 @@ __all__ = [
 
 Period = Literal["day", "week", "month"]
 
-# $dateTrunc (MongoDB 5.0+) would return dates, but mongomock 4.3 lacks it, and also
-# $isoWeek/$isoWeekYear and the `timezone` option of $dateToString. $dateToString with
-# these formats works on both (mongomock formats with Python's strftime, which knows
-# the ISO codes %G and %V), in UTC, and the strings sort in time order.
+# mongomock 4.3 lacks $dateTrunc, $isoWeek/$isoWeekYear and $dateToString's `timezone`; $dateToString
+# with these formats works on both (mongomock uses strftime, which knows %G and %V), in UTC, and the
+# strings sort in time order.
 PERIOD_FORMATS: Mapping[str, str] = {"day": "%Y-%m-%d", "week": "%G-W%V", "month": "%Y-%m"}
 
 TTL_HORIZONS: Mapping[str, timedelta] = {

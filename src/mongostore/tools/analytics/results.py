@@ -94,13 +94,9 @@ def parse_namespace_counts(
 
 @dataclass(frozen=True)
 class GrowthPoint:
-    """One period (``2024-05-06``, ``2024-W19`` or ``2024-05``, UTC).
-
-    ``created``: items first put in the period. ``updated``: items whose latest put falls in
-    the period and came after their first (a put only keeps its latest time, so an item
-    re-put in several periods counts in the last one). ``total``: items created up to and
-    including the period that still exist.
-    """
+    """One period (``2024-05-06``, ``2024-W19`` or ``2024-05``, UTC): items first put in it (``created``),
+    items whose latest put, after their first, falls in it (``updated``: a put keeps only its latest
+    time), and items created up to it that still exist (``total``)."""
 
     period: str
     created: int

@@ -154,18 +154,12 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     if status["vectors"] is not None:
         rows.append(("vectors", f"{status['vectors']:,}"))
     rows.append(("client bulk write", "yes (MongoDB 8.0+: one round trip)" if status["client_bulk_write"] else "no"))
-    rows.extend(_cluster_rows(status.get("cluster")))
-    return rows
-
-
-def _cluster_rows(cluster: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """Behind mongos: the cluster, and each collection's shard key with its verdict (docs/scaling.md)."""
-    if not cluster:
-        return []
-    rows = [("cluster", "sharded (mongos)")]
-    for role, info in cluster.get("shard_keys", {}).items():
-        key = info.get("key") or "unsharded"
-        rows.append((f"{role} shard key", f"{key}: {info.get('verdict')} ({info.get('advice')})"))
+    cluster = status.get("cluster")
+    if cluster:  # behind mongos: each collection's shard key with its verdict (docs/scaling.md)
+        rows.append(("cluster", "sharded (mongos)"))
+        for role, info in cluster.get("shard_keys", {}).items():
+            key = info.get("key") or "unsharded"
+            rows.append((f"{role} shard key", f"{key}: {info.get('verdict')} ({info.get('advice')})"))
     return rows
 
 

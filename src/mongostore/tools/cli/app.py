@@ -1,10 +1,6 @@
 """The ``mongostore`` command (also ``python -m mongostore``): ``main``, the dispatch to a command,
-and every error as one line and an exit status. Run ``mongostore --help`` or see docs/cli.md::
-
-    mongostore demo                                  # the memory demo, no server needed
-    mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup # indexes (+ the Atlas vector index)
-    mongostore put users.alice.memories k1 '{"text": "I like pizza"}'
-    mongostore search users.alice --query "what food?" --filter '{"kind": "preference"}'
+and every error as one line and an exit status. See ``mongostore --help``, docs/cli.md, and e.g.
+``mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup``.
 """
 
 from __future__ import annotations

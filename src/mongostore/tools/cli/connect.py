@@ -94,11 +94,9 @@ def _settings(args: argparse.Namespace) -> StoreSettings:
     return settings
 
 
-#: Commands that lock the local store per operation, as a server isolates each one, instead
-#: of for the whole command: ``export`` / ``import`` stream through pipes, so
-#: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader
-#: waiting for it while the writer waits for the reader); ``demo`` runs LangGraph nodes on
-#: worker threads, which would wait for the main thread's lock forever.
+#: Commands that lock the local store per operation, as a server isolates each one, not for the
+#: whole command: ``mongostore export | mongostore import -`` would deadlock on the lock (each
+#: waiting for the other), and ``demo``'s LangGraph nodes run on threads that would wait forever.
 PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 
 

@@ -36,10 +36,8 @@ class CLIError(Exception):
 
 
 def parse_namespace(text: str, *, what: str = "namespace", allow_empty: bool = False) -> tuple[str, ...]:
-    """``"users.alice"`` -> ``("users", "alice")``; ``""`` -> ``()`` when ``allow_empty``.
-
-    One trailing ``.`` is accepted (``users.alice.``, as in the stored ``path``).
-    """
+    """``"users.alice"`` (or ``users.alice.``, as in the stored ``path``) -> ``("users", "alice")``;
+    ``""`` -> ``()`` when ``allow_empty``."""
     raw = text.strip()
     if raw.endswith(".") and raw != ".":
         raw = raw[:-1]
@@ -166,9 +164,8 @@ def _finite_float(text: str) -> float:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> Any:
-    """One JSON object: Extended JSON's types (``$date``, ``$oid``...), except that an object
-    with ``$ref`` stays the dict it is (JSON Schema's ``$ref``, ``$id``): Extended JSON would
-    make ``{"$ref": ..., "$id": ...}`` a DBRef, and a whole value such an object."""
+    """One JSON object with Extended JSON's types (``$date``, ``$oid``...), except that one with ``$ref``
+    stays a dict (JSON Schema's ``$ref``): Extended JSON would make ``{"$ref", "$id"}`` a DBRef."""
     if any(k == "$ref" for k, _ in pairs):
         return dict(pairs)
     return json_util.object_pairs_hook(pairs, JSON_IN)
