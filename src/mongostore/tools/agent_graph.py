@@ -1,9 +1,6 @@
-"""The memory graph of ``mongostore demo``, compiled for LangGraph's Agent Server.
-
-``examples/langgraph.json`` names it as a module (``mongostore.tools.agent_graph:graph``), not
-a file, so ``langgraph dev --config examples/langgraph.json`` works from any directory
-(file paths in ``langgraph.json`` are resolved against the current directory). The
-server supplies the checkpointer and the store, so the graph is compiled without them.
+"""The memory graph of ``mongostore demo``, compiled for LangGraph's Agent Server (which supplies the
+checkpointer and the store). ``examples/langgraph.json`` names it as a module, not a file, so
+``langgraph dev`` works from any directory (it resolves file paths against the current one).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""``mongostore demo``: LangGraph long-term memory on MongoStore, in one command.
+"""``mongostore demo``: LangGraph long-term memory on MongoStore, in one command, no LLM, no network.
 
-A graph compiled with a checkpointer (short-term memory: one thread's messages)
-and a ``MongoStore`` (long-term memory: shared by every thread of a user) runs
-two threads of the same user:
-
-1. On the first thread the user states facts and preferences. The ``remember``
-   node turns each first-person statement into a memory under
-   ``(user_id, "memories")`` with ``runtime.store``.
-2. On a new thread, whose checkpoint holds none of that conversation, the user
-   asks about them. The ``respond`` node recalls memories by semantic search
-   through ``runtime.store`` and answers from the best one.
-
-No LLM and no network: the nodes are rule-based, and the embedder is
-all-MiniLM-L6-v2 run locally (the ``minilm`` extra) or, without the extra, the
-word-overlap ``HashingEmbeddings`` (the demo says so).
-
-The same graph is the example graph the Agent Server runs (``examples/graph.py``):
-its nodes are async and use only ``runtime.store``, so they work with
-``MongoStore`` and ``AsyncMongoStore`` alike.
+On one thread the user states facts (``remember`` stores them under ``(user_id, "memories")``); on
+a new thread, whose checkpoint holds none of it, the user asks about them (``respond`` recalls by
+semantic search). The nodes are rule-based (``demo_rules``) and use only ``runtime.store``: the
+Agent Server example runs the same graph, on ``AsyncMongoStore``.
 """
 
 from __future__ import annotations
@@ -25,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, TextIO, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -37,46 +23,16 @@ from langgraph.store.base import BaseStore, PutOp, SearchItem, SearchOp
 
 from mongostore.tools.demo_rules import answer_from_memory, extract_memories, extract_questions, memory_key
 
-__all__ = [
-    "CHECK_QUERY",
-    "DEFAULT_USER",
-    "DEMO_DB",
-    "MIN_SCORE",
-    "THREAD_1",
-    "THREAD_2",
-    "Context",
-    "DemoResult",
-    "DemoTurn",
-    "MemoryState",
-    "answer_from_memory",
-    "build_graph",
-    "extract_memories",
-    "extract_questions",
-    "memory_key",
-    "render_demo",
-    "run_demo",
-]
-
 #: The database the demo uses on a real server unless ``--db`` / ``MONGOSTORE_DB`` says otherwise.
 DEMO_DB = "mongostore_demo"
 DEFAULT_USER = "alice"
 #: Below this similarity the assistant says it does not know (cosine, as the store reports it).
 MIN_SCORE = 0.3
 
-THREAD_1 = (
-    "Hi! I like pizza. I am allergic to peanuts.",
-    "My sister lives in Lisbon. I work as a nurse.",
-)
-THREAD_2 = (
-    "What do I like to eat?",
-    "Where does my sister live?",
-    "What do I do for a living?",
-)
+THREAD_1 = ("Hi! I like pizza. I am allergic to peanuts.", "My sister lives in Lisbon. I work as a nurse.")
+THREAD_2 = ("What do I like to eat?", "Where does my sister live?", "What do I do for a living?")
 #: Asked of the store directly at the end: the acceptance check of issue 4.
 CHECK_QUERY = "What does the user like to eat?"
-
-
-# --------------------------------------------------------------------------- the graph
 
 
 @dataclass
@@ -94,19 +50,14 @@ class MemoryState(MessagesState, total=False):
     store: str
 
 
-def _user(runtime: Runtime[Context]) -> str:
-    ctx: Any = runtime.context
-    if isinstance(ctx, Context):
-        return ctx.user_id
-    if isinstance(ctx, dict) and ctx.get("user_id"):
-        return str(ctx["user_id"])
-    return DEFAULT_USER
-
-
-def _store(runtime: Runtime[Context]) -> BaseStore:
+def _memories(runtime: Runtime[Context]) -> tuple[BaseStore, tuple[str, str]]:
+    """The store and the namespace of the user's memories (``context`` a ``Context`` or a dict)."""
     if runtime.store is None:
         raise RuntimeError("the memory graph needs a store: compile it with store=MongoStore(...)")
-    return runtime.store
+    ctx: Any = runtime.context
+    if isinstance(ctx, dict):
+        ctx = Context(str(ctx.get("user_id") or DEFAULT_USER))
+    return runtime.store, (ctx.user_id if isinstance(ctx, Context) else DEFAULT_USER, "memories")
 
 
 def _last_user_text(messages: Sequence[AnyMessage]) -> str:
@@ -118,8 +69,7 @@ def _last_user_text(messages: Sequence[AnyMessage]) -> str:
 
 async def remember(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Store every first-person statement of the last user message under ``(user, "memories")``."""
-    store = _store(runtime)
-    namespace = (_user(runtime), "memories")
+    store, namespace = _memories(runtime)
     saved = [
         {"key": memory_key(text), "text": text, "kind": kind}
         for text, kind in extract_memories(_last_user_text(state["messages"]))
@@ -128,10 +78,6 @@ async def remember(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
         # One batch: one bulk write and one embedding call for all the new texts.
         await store.abatch([PutOp(namespace, m["key"], {"text": m["text"], "kind": m["kind"]}) for m in saved])
     return {"saved": saved}
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
 
 
 def _hit(item: SearchItem) -> dict[str, Any]:
@@ -145,8 +91,7 @@ def _hit(item: SearchItem) -> dict[str, Any]:
 
 async def respond(state: MemoryState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Answer each question from the best recalled memory; acknowledge statements."""
-    store = _store(runtime)
-    namespace = (_user(runtime), "memories")
+    store, namespace = _memories(runtime)
     questions = extract_questions(_last_user_text(state["messages"]))
     recalled: list[dict[str, Any]] = []
     replies: list[str] = []
@@ -162,7 +107,8 @@ async def respond(state: MemoryState, runtime: Runtime[Context]) -> dict[str, An
                 replies.append("I don't know that yet.")
     saved = state.get("saved") or []
     if saved:
-        noted = "; ".join(_lower_first(answer_from_memory(m["text"]).rstrip(".")) for m in saved)
+        answers = (answer_from_memory(m["text"]).rstrip(".") for m in saved)
+        noted = "; ".join(a[:1].lower() + a[1:] for a in answers)
         replies.insert(0, f"Noted, I'll remember: {noted}.")
     if not replies:
         replies.append("Tell me about yourself, or ask me what you told me.")
@@ -180,9 +126,6 @@ def build_graph() -> StateGraph[MemoryState, Context, MemoryState, MemoryState]:
     builder.add_edge("remember", "respond")
     builder.add_edge("respond", END)
     return builder
-
-
-# --------------------------------------------------------------------------- the demo run
 
 
 @dataclass
@@ -210,9 +153,6 @@ class DemoResult:
     check_results: list[dict[str, Any]]
     notes: list[str]
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 async def _wait_until_searchable(store: BaseStore, namespace: tuple[str, ...], n: int, timeout: float) -> None:
     """Atlas Vector Search indexes new vectors within about a second: wait for them."""
@@ -224,14 +164,14 @@ async def _wait_until_searchable(store: BaseStore, namespace: tuple[str, ...], n
         await asyncio.sleep(0.5)
 
 
-async def _run(
-    store: Any, *, user_id: str, status: dict[str, Any], store_label: str, embedder: str, semantic: bool
-) -> DemoResult:
+async def _conversation(
+    store: Any, namespace: tuple[str, str], atlas: bool
+) -> tuple[list[DemoTurn], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Both threads through the graph, then the memories stored and the answers to ``CHECK_QUERY``."""
     graph: CompiledStateGraph[MemoryState, Context, MemoryState, MemoryState] = build_graph().compile(
         checkpointer=InMemorySaver(), store=store
     )
-    namespace = (user_id, "memories")
-    context = Context(user_id=user_id)
+    context = Context(user_id=namespace[0])
     turns: list[DemoTurn] = []
 
     async def say(thread_id: str, text: str) -> None:
@@ -240,30 +180,34 @@ async def _run(
         history = len(before.values.get("messages", [])) if before.values else 0
         out = await graph.ainvoke({"messages": [HumanMessage(text)]}, config, context=context)
         reply = out["messages"][-1]
-        turns.append(
-            DemoTurn(
-                thread_id=thread_id,
-                user=text,
-                assistant=reply.text if isinstance(reply, AIMessage) else str(reply),
-                history_before=history,
-                saved=list(out.get("saved") or []),
-                recalled=list(out.get("recalled") or []),
-            )
-        )
+        answer = reply.text if isinstance(reply, AIMessage) else str(reply)
+        turns.append(DemoTurn(thread_id, text, answer, history, out.get("saved") or [], out.get("recalled") or []))
 
     for text in THREAD_1:
         await say("thread-1", text)
-    written = sum(len(t.saved) for t in turns)
-    if status.get("search_path") == "atlas":
-        await _wait_until_searchable(store, namespace, written, timeout=30.0)
+    if atlas:
+        await _wait_until_searchable(store, namespace, sum(len(t.saved) for t in turns), timeout=30.0)
     for text in THREAD_2:
         await say("thread-2", text)
-
     memories = [
         {"key": i.key, "kind": i.value.get("kind"), "text": i.value.get("text")}
         for i in await store.asearch(namespace, limit=100)
     ]
     check = [_hit(h) for h in await store.asearch(namespace, query=CHECK_QUERY, limit=len(memories) or 1)]
+    return turns, memories, check
+
+
+def run_demo(
+    store: Any, *, user_id: str = DEFAULT_USER, store_label: str = "", embedder: str = "", semantic: bool = True
+) -> DemoResult:
+    """Run both threads against ``store`` (a ``MongoStore`` with an index, set up first) and return what
+    happened. Memory keys come from the sentences: running it again on the same database adds none."""
+    if getattr(store, "index_config", None) is None:
+        raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
+    store.setup()
+    search_path = str(store.status().get("search_path"))
+    namespace = (user_id, "memories")
+    turns, memories, check = asyncio.run(_conversation(store, namespace, atlas=search_path == "atlas"))
     notes: list[str] = []
     if not semantic:
         notes.append(
@@ -276,7 +220,7 @@ async def _run(
         store_class=type(store).__name__,
         embedder=embedder,
         semantic_model=semantic,
-        search_path=str(status.get("search_path")),
+        search_path=search_path,
         user_id=user_id,
         namespace=list(namespace),
         turns=turns,
@@ -285,26 +229,6 @@ async def _run(
         check_results=check,
         notes=notes,
     )
-
-
-def run_demo(
-    store: Any, *, user_id: str = DEFAULT_USER, store_label: str = "", embedder: str = "", semantic: bool = True
-) -> DemoResult:
-    """Run both threads against ``store`` (a ``MongoStore`` with an index) and return what happened.
-
-    ``setup()`` is called first (idempotent). Memory keys are derived from the
-    sentences, so running the demo again on the same database adds no duplicates.
-    """
-    if getattr(store, "index_config", None) is None:
-        raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
-    store.setup()
-    status = store.status()
-    return asyncio.run(
-        _run(store, user_id=user_id, status=status, store_label=store_label, embedder=embedder, semantic=semantic)
-    )
-
-
-# --------------------------------------------------------------------------- printing
 
 
 def _score(value: Any) -> str:

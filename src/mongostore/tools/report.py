@@ -1,13 +1,7 @@
-"""Render the analytics reports: plain-text tables and one self-contained HTML page.
-
-``render_html`` returns a single HTML document with inline CSS and inline SVG charts
-drawn here in Python: no JavaScript, no CDN, no web fonts, no images to fetch. A
-Content-Security-Policy in the page forbids every network load, so it opens the same
-offline, from a file, or as an e-mail attachment. Every piece of user data
-(namespace labels, keys, values, the title) goes through ``html.escape``.
-
-``render_text`` returns the same reports as aligned text tables (``mongostore stats``),
-with control characters in user data shown as escapes, so no label can drive the terminal.
+"""Render the analytics reports: plain-text tables (``render_text``, control characters in user data
+shown as escapes, so no label can drive the terminal) and one self-contained HTML page
+(``render_html``: inline CSS and SVG drawn here, no scripts, a Content-Security-Policy that forbids
+every network load; all user data goes through ``html.escape``).
 """
 
 from __future__ import annotations
@@ -20,16 +14,15 @@ from datetime import datetime
 
 from mongostore.tools.analytics import (
     Aggregator,
-    BreakdownReport,
     GrowthReport,
     NamespaceCountsReport,
     Period,
     ReportBundle,
     StaleReport,
     Table,
-    TTLOutlookReport,
     collect_reports,
 )
+from mongostore.tools.analytics.results import _show
 
 __all__ = ["build_report", "render_html", "render_text"]
 
@@ -55,8 +48,12 @@ def _prefix_label(prefix: tuple[str, ...]) -> str:
     return "/".join(prefix) if prefix else "(all namespaces)"
 
 
-def _short(text: str, width: int = 28) -> str:
-    return text if len(text) <= width else text[: width - 1] + "\u2026"
+def _svg(css_class: str, label: str, width: int, height: int) -> str:
+    """An ``<svg>`` opening tag with its accessible name (``aria-label`` and ``<title>``)."""
+    return (
+        f'<svg class="chart {_e(css_class)}" role="img" aria-label="{_e(label)}" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}"><title>{_e(label)}</title>'
+    )
 
 
 def _nice_max(value: float) -> float:
@@ -79,9 +76,6 @@ def count(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-# --------------------------------------------------------------------------- SVG charts
-
-
 def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> str:
     """Grouped bars (created, updated) per period on the left axis, the running total as a line."""
     points = report.points[-MAX_PERIODS:]
@@ -94,18 +88,13 @@ def growth_svg(report: GrowthReport, width: int = 1040, height: int = 320) -> st
     total_max = _nice_max(max(p.total for p in points))
     slot = plot_w / len(points)
     bar_w = max(1.0, slot * 0.38)
-    parts = [
-        f'<svg class="chart growth" role="img" aria-label="{_e(label)}" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}"><title>{_e(label)}</title>'
-    ]
+    parts = [_svg("growth", label, width, height)]
     for i in range(5):
         frac = i / 4
         y = top + plot_h - frac * plot_h
-        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>')
         parts.append(
+            f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}"/>'
             f'<text class="tick" x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(bar_max * frac)}</text>'
-        )
-        parts.append(
             f'<text class="tick right" x="{left + plot_w + 6}" y="{y + 4:.1f}">{_fmt(total_max * frac)}</text>'
         )
     every = max(1, math.ceil(len(points) / 12))
@@ -154,15 +143,13 @@ def bar_svg(
     height = top * 2 + row_h * len(rows)
     plot_w = width - label_w - 180
     vmax = max(v for _, v, _ in rows) or 1
-    parts = [
-        f'<svg class="chart {_e(css_class)}" role="img" aria-label="{_e(label)}" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}"><title>{_e(label)}</title>'
-    ]
+    parts = [_svg(css_class, label, width, height)]
     for i, (name, value, caption) in enumerate(rows):
         y = top + i * row_h
         w = max(1.0, value / vmax * plot_w) if value else 0.0
+        short = name if len(name) <= 28 else name[:27] + "\u2026"
         parts.append(
-            f'<text class="label" x="{label_w - 8}" y="{y + 17}" text-anchor="end">{_e(_short(name))}'
+            f'<text class="label" x="{label_w - 8}" y="{y + 17}" text-anchor="end">{_e(short)}'
             f"<title>{_e(name)}</title></text>"
             f'<rect class="bar" x="{label_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" fill="{color}" rx="2">'
             f"<title>{_e(name)}: {_e(caption)}</title></rect>"
@@ -180,10 +167,8 @@ def stale_svg(report: StaleReport, size: int = 220) -> str:
     circumference = 2 * math.pi * r
     stale_len = report.share * circumference
     return (
-        f'<svg class="chart stale" role="img" aria-label="{_e(label)}" viewBox="0 0 {size} {size}" '
-        f'width="{size}" height="{size}"><title>{_e(label)}</title>'
-        f'<circle class="fresh" cx="{c}" cy="{c}" r="{r}" fill="none" stroke="{FRESH if report.total else "#e2e8f0"}" '
-        f'stroke-width="{stroke}"/>'
+        _svg("stale", label, size, size) + f'<circle class="fresh" cx="{c}" cy="{c}" r="{r}" fill="none" '
+        f'stroke="{FRESH if report.total else "#e2e8f0"}" stroke-width="{stroke}"/>'
         f'<circle class="stale-arc" cx="{c}" cy="{c}" r="{r}" fill="none" stroke="{STALE}" stroke-width="{stroke}" '
         f'stroke-dasharray="{stale_len:.2f} {circumference:.2f}" transform="rotate(-90 {c} {c})"/>'
         f'<text class="donut-value" x="{c}" y="{c + 2}" text-anchor="middle">{report.share:.0%}</text>'
@@ -193,40 +178,21 @@ def stale_svg(report: StaleReport, size: int = 220) -> str:
 
 
 def _empty_svg(css_class: str, label: str, width: int, message: str) -> str:
-    return (
-        f'<svg class="chart {_e(css_class)} empty" role="img" aria-label="{_e(label)}" viewBox="0 0 {width} 60" '
-        f'width="{width}" height="60"><title>{_e(label)}</title>'
-        f'<text class="legend" x="12" y="34">{_e(message)}</text></svg>'
-    )
+    text = f'<text class="legend" x="12" y="34">{_e(message)}</text>'
+    return f"{_svg(css_class + ' empty', label, width, 60)}{text}</svg>"
 
 
 def namespaces_svg(report: NamespaceCountsReport) -> str:
     rows = [
-        (_label(r.label), r.items, f"{count(r.items, 'item')} \u00b7 {count(r.namespaces, 'namespace')}")
+        (
+            "(directly in the prefix)" if r.label is None else r.label,
+            r.items,
+            f"{count(r.items, 'item')} \u00b7 {count(r.namespaces, 'namespace')}",
+        )
         for r in report.rows
     ]
     return bar_svg("namespaces", f"Items per namespace at level {report.level}", rows)
 
-
-def ttl_svg(report: TTLOutlookReport) -> str:
-    rows = report.bins()
-    return bar_svg("ttl", "When items expire", [(n, v, f"{v:,}") for n, v in rows], color=NEUTRAL)
-
-
-def breakdown_svg(report: BreakdownReport) -> str:
-    rows = [(_value_label(r.value), r.items, f"{r.items:,}") for r in report.rows]
-    return bar_svg("breakdown", f"Items by value.{report.field}", rows, color=UPDATED)
-
-
-def _label(label: str | None) -> str:
-    return "(directly in the prefix)" if label is None else label
-
-
-def _value_label(value: object) -> str:
-    return "(missing)" if value is None else str(value)
-
-
-# --------------------------------------------------------------------------- HTML
 
 CSS = """
 :root { color-scheme: light; }
@@ -276,10 +242,6 @@ def _table(table: Table, numeric_from: int = 1) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _card(value: str, text: str) -> str:
-    return f'<div class="card"><div class="n">{_e(value)}</div><div class="t">{_e(text)}</div></div>'
-
-
 def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
     """One self-contained HTML page: summary cards, SVG charts and tables of every report."""
     prefix = _prefix_label(reports.prefix)
@@ -293,6 +255,7 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
         if ns.total_labels > MAX_BARS
         else ""
     )
+    ttl_chart = bar_svg("ttl", "When items expire", [(n, v, f"{v:,}") for n, v in ttl.bins()], color=NEUTRAL)
     sections = [
         f"<section><h2>Growth per {_e(gr.period)}</h2>{growth_svg(gr)}"
         f'<p class="note">UTC. "updated" counts items by their latest put, when it came after the first; '
@@ -305,21 +268,24 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
         f"<div><p>{st.stale:,} of {st.total:,} items were last updated before "
         f"{_e(st.cutoff.strftime('%Y-%m-%d %H:%M'))} UTC. The oldest:</p>{_table(st.table(), numeric_from=3)}</div>"
         "</div></section>",
-        f"<section><h2>TTL outlook</h2>{ttl_svg(ttl)}{_table(ttl.table())}</section>",
+        f"<section><h2>TTL outlook</h2>{ttl_chart}{_table(ttl.table())}</section>",
     ]
     if reports.breakdown is not None:
         bd = reports.breakdown
+        rows = [(_show(r.value), r.items, f"{r.items:,}") for r in bd.rows]
+        chart = bar_svg("breakdown", f"Items by value.{bd.field}", rows, color=UPDATED)
         sections.append(
-            f"<section><h2>Items by value.{_e(bd.field)}</h2>{breakdown_svg(bd)}"
+            f"<section><h2>Items by value.{_e(bd.field)}</h2>{chart}"
             f"<details><summary>Table</summary>{_table(bd.table())}</details></section>"
         )
     cards = "".join(
-        [
-            _card(f"{ttl.total:,}", "items"),
-            _card(f"{ns.total_namespaces:,}", "namespaces"),
-            _card(f"{st.share:.0%}", f"stale (> {_fmt(st.days)} days)"),
-            _card(f"{ttl.within_day:,}", "expire within a day"),
-        ]
+        f'<div class="card"><div class="n">{_e(value)}</div><div class="t">{_e(text)}</div></div>'
+        for value, text in (
+            (f"{ttl.total:,}", "items"),
+            (f"{ns.total_namespaces:,}", "namespaces"),
+            (f"{st.share:.0%}", f"stale (> {_fmt(st.days)} days)"),
+            (f"{ttl.within_day:,}", "expire within a day"),
+        )
     )
     generated = _e(reports.generated_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     return (
@@ -336,8 +302,6 @@ def render_html(reports: ReportBundle, *, title: str | None = None) -> str:
         "</main></body></html>\n"
     )
 
-
-# --------------------------------------------------------------------------- text
 
 _NUMBER = re.compile(r"-?[\d,]+(?:\.\d+)?%?")
 

@@ -1,14 +1,13 @@
-"""The store settings shared by the ``mongostore`` command and the Agent Server factory.
-
-The environment variables (see ``mongostore.tools.server``), URI redaction and the server probe,
-the embedder chooser (``resolve_embeddings``), field paths, and ``StoreSettings``.
-"""
+"""The store settings shared by the ``mongostore`` command and the Agent Server factory: the
+environment variables (docs/cli.md), URI redaction, the server probe, the embedder chooser, field
+paths, and ``StoreSettings``."""
 
 from __future__ import annotations
 
-import logging
+import math
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,13 +16,22 @@ from urllib.parse import unquote
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import TTLConfig
+from pymongo.errors import ServerSelectionTimeoutError
 
 from mongostore.config import MAX_TTL_MINUTES, MongoIndexConfig
 from mongostore.drivers.connect import probe_server as _probe_server
 from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, default_data_dir, parse_local_uri
 from mongostore.errors import ConfigurationError, ServerUnreachableError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
-from mongostore.tools.embeddings import MINILM_DIMS, MINILM_INSTALL_HINT, HashingEmbeddings, MiniLMEmbeddings
+from mongostore.tools.embeddings import (
+    MINILM_DESCRIPTION,
+    MINILM_DIMS,
+    MINILM_INSTALL_HINT,
+    HashingEmbeddings,
+    MiniLMEmbeddings,
+    default_embeddings,
+    hashing_description,
+)
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -51,18 +59,14 @@ __all__ = [
     "ttl_from_env",
 ]
 
-logger = logging.getLogger("mongostore")
-
 ENV_URI = "MONGODB_URI"
 ENV_DB = "MONGOSTORE_DB"
 ENV_COLLECTION = "MONGOSTORE_COLLECTION"
 ENV_EMBED = "MONGOSTORE_EMBED"
 ENV_DIMS = "MONGOSTORE_DIMS"
 ENV_FIELDS = "MONGOSTORE_FIELDS"
-#: What the tools embed when no fields are given: the CLI, the demo and the Agent Server
-#: alike (the Python examples pass ``fields=["text"]``), so that they embed one shared
-#: store the same way. A value without a ``text`` string is stored but has no vector;
-#: ``$`` embeds the whole value as JSON.
+#: What the CLI, the demo and the Agent Server embed when no fields are given, so that they embed
+#: one shared store the same way (a value without a ``text`` string gets no vector).
 DEFAULT_FIELDS: tuple[str, ...] = ("text",)
 ENV_TIMEOUT = "MONGOSTORE_TIMEOUT"
 #: The Agent Server's TTL (``langgraph_api`` calls ``make_store()`` with no arguments): LangGraph's
@@ -89,19 +93,12 @@ _SECRET_OPTIONS = frozenset(
 _SECRET_WORDS = ("password", "secret", "token", "passwd", "pwd", "apikey", "api_key", "credential")
 
 
-def _secret_option(name: str) -> bool:
-    lowered = unquote(name).lower()
-    return lowered in _SECRET_OPTIONS or any(word in lowered for word in _SECRET_WORDS)
-
-
 def redact_uri(uri: str) -> str:
-    """The URI with every credential hidden (safe to print and log).
+    """The URI with every credential hidden (safe to print and log), hiding more when in doubt.
 
-    The password (everything between the first ``:`` of the user info and the *last*
-    ``@`` before the hosts, so an unescaped ``/`` or ``@`` in it is hidden too) and the
-    values of credential-bearing options (``authMechanismProperties``, which carries
-    ``AWS_SESSION_TOKEN``; ``tlsCertificateKeyFilePassword``; anything named like a
-    password, secret or token) become ``***``. When in doubt it hides more, never less.
+    The password (up to the *last* ``@`` before the hosts, so an unescaped ``/`` or ``@`` in it is
+    hidden too) and credential-bearing options (``authMechanismProperties``, which carries
+    ``AWS_SESSION_TOKEN``; anything named like a password, secret or token) become ``***``.
     """
     m = _SCHEME.match(uri.strip())
     if not m:
@@ -124,7 +121,9 @@ def redact_uri(uri: str) -> str:
                 parts.append(part)
                 continue
             name, eq, _value = part.partition("=")
-            parts.append(f"{name}=***" if eq and _secret_option(name) else part)
+            lowered = unquote(name).lower()
+            secret = lowered in _SECRET_OPTIONS or any(word in lowered for word in _SECRET_WORDS)
+            parts.append(f"{name}=***" if eq and secret else part)
         rest = f"{head}?{''.join(parts)}"
     return prefix + rest
 
@@ -139,53 +138,40 @@ def probe_server(uri: str, timeout: float = DEFAULT_TIMEOUT) -> str | None:
     return _probe_server(uri, timeout, CLI_HINT)
 
 
-def _first_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException) -> str:
+    """The error as one line: every line of its message joined, cut at a sentence end if long."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+    if isinstance(exc, ServerSelectionTimeoutError):
+        text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if len(text) <= 600:
+        return text
+    cut = text.rfind(". ", 0, 600)
+    return text[: cut + 1] if cut > 200 else text[:599] + "…"
 
 
 def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embeddings | str, int, str] | None:
-    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value.
-
-    ``None`` or ``""`` picks the best local model installed (MiniLM, else hashing);
-    ``"none"`` means no semantic search and returns ``None``. A provider string is
-    passed through for LangGraph's ``init_embeddings`` (it needs its package and keys).
-
-    Raises:
-        ConfigurationError: unknown model, missing extra, or dims that do not fit.
-    """
+    """``(embed, dims, description)`` for an ``--embed`` / ``MONGOSTORE_EMBED`` value (``None`` for ``"none"``;
+    ``""``: the best local model installed; a provider string goes to LangGraph's ``init_embeddings``)."""
     name = (spec or "").strip()
+    lowered = name.lower()
     if dims is not None and (isinstance(dims, bool) or dims < 1):
         raise ConfigurationError(f"dims must be a positive integer, got {dims!r}")
-    if name.lower() in _NO_INDEX:
+    if lowered in _NO_INDEX:
         return None
     if not name:
-        name = "minilm" if MiniLMEmbeddings.available() else "hashing"
-        if name == "hashing" and dims is None:
-            return (
-                HashingEmbeddings(MINILM_DIMS),
-                MINILM_DIMS,
-                "HashingEmbeddings (384 dims): a word-overlap test embedder, not a semantic model "
-                f"(the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})",
-            )
-    lowered = name.lower()
+        if dims is None:
+            return default_embeddings()
+        lowered = "minilm" if MiniLMEmbeddings.available() else "hashing"
     if lowered == "minilm":
         if dims is not None and dims != MINILM_DIMS:
             raise ConfigurationError(f"the minilm model has {MINILM_DIMS} dimensions, not {dims}")
         if not MiniLMEmbeddings.available():
             raise ConfigurationError(f"the minilm model is not installed: {MINILM_INSTALL_HINT}")
-        return (
-            MiniLMEmbeddings(),
-            MINILM_DIMS,
-            "all-MiniLM-L6-v2 (int8 ONNX, 384 dims), a semantic sentence model run locally",
-        )
+        return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
     if lowered == "hashing":
         n = dims or MINILM_DIMS
-        return (
-            HashingEmbeddings(n),
-            n,
-            f"HashingEmbeddings ({n} dims): a word-overlap test embedder, not a semantic model",
-        )
+        return HashingEmbeddings(n), n, hashing_description(n)
     if ":" not in name:
         raise ConfigurationError(
             f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "
@@ -198,13 +184,17 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
     return name, provider_dims, description
 
 
-def _parse_dims(raw: str | None) -> int | None:
-    if raw is None or not raw.strip():
+def _env(env: Mapping[str, str], name: str) -> str:
+    return (env.get(name) or "").strip()
+
+
+def _parse_dims(raw: str) -> int | None:
+    if not raw:
         return None
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}") from None
+        value = 0
     if value < 1:
         raise ConfigurationError(f"{ENV_DIMS} must be a positive integer, got {raw!r}")
     return value
@@ -214,11 +204,9 @@ _PATH_SEGMENT = re.compile(r"^(?:\*|\{[^{}\[\],.]+(?:,[^{}\[\],.]+)*\}|[^.\[\]{}
 
 
 def check_field_path(path: str, what: str = "field path") -> str:
-    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``).
-
-    LangGraph's own tokenizer accepts ``text[`` and embeds nothing: refuse it here, by name.
-    """
-    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_path(path)):
+    """``path`` if it is a LangGraph field path (``text``, ``a.b``, ``a[0]``, ``a[*].b``, ``{a,b}``, ``$``);
+    LangGraph's own tokenizer accepts ``text[`` and embeds nothing, so it is refused here, by name."""
+    if path == "$" or all(_PATH_SEGMENT.match(seg) for seg in _split_outside_braces(path, ".")):
         return path
     raise ConfigurationError(
         f"{what} {path!r} is not a field path: use names joined by dots, [0] / [-1] / [*] for list "
@@ -226,13 +214,12 @@ def check_field_path(path: str, what: str = "field path") -> str:
     )
 
 
-def _split_path(path: str) -> list[str]:
-    """Split at dots outside braces."""
+def _split_outside_braces(text: str, sep: str) -> list[str]:
     parts, depth, current = [], 0, ""
-    for ch in path:
+    for ch in text:
         depth += ch == "{"
         depth -= ch == "}"
-        if ch == "." and depth == 0:
+        if ch == sep and depth == 0:
             parts.append(current)
             current = ""
         else:
@@ -243,25 +230,10 @@ def _split_path(path: str) -> list[str]:
 
 def split_fields(raw: str, what: str) -> tuple[str, ...]:
     """Comma-separated field paths (commas inside ``{a,b}`` belong to the path), each checked."""
-    fields, depth, current = [], 0, ""
-    for ch in raw:
-        depth += ch == "{"
-        depth -= ch == "}"
-        if ch == "," and depth == 0:
-            fields.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    fields.append(current.strip())
+    fields = [f.strip() for f in _split_outside_braces(raw, ",")]
     if any(not f for f in fields):
         raise ConfigurationError(f"{what} {raw!r} has an empty field: give comma-separated paths, e.g. text,tags[*]")
     return tuple(check_field_path(f, f"{what}: the path") for f in fields)
-
-
-def _parse_fields(raw: str | None) -> tuple[str, ...] | None:
-    if raw is None or not raw.strip():
-        return None
-    return split_fields(raw, ENV_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -281,14 +253,15 @@ class StoreSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> StoreSettings:
         """Settings from ``MONGODB_URI`` and ``MONGOSTORE_*``; keyword overrides that are not None win."""
         env = os.environ if environ is None else environ
+        fields = _env(env, ENV_FIELDS)
         settings = cls(
-            uri=(env.get(ENV_URI) or "").strip() or None,
-            db=(env.get(ENV_DB) or "").strip() or DEFAULT_DB,
-            collection=(env.get(ENV_COLLECTION) or "").strip() or DEFAULT_COLLECTION,
-            embed=(env.get(ENV_EMBED) or "").strip() or None,
-            dims=_parse_dims(env.get(ENV_DIMS)),
-            fields=_parse_fields(env.get(ENV_FIELDS)),
-            data_dir=(env.get(ENV_DATA_DIR) or "").strip() or None,
+            uri=_env(env, ENV_URI) or None,
+            db=_env(env, ENV_DB) or DEFAULT_DB,
+            collection=_env(env, ENV_COLLECTION) or DEFAULT_COLLECTION,
+            embed=_env(env, ENV_EMBED) or None,
+            dims=_parse_dims(_env(env, ENV_DIMS)),
+            fields=split_fields(fields, ENV_FIELDS) if fields else None,
+            data_dir=_env(env, ENV_DATA_DIR) or None,
         )
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -355,58 +328,56 @@ class StoreSettings:
         config = MongoIndexConfig(dims=dims, embed=embed, fields=list(self.fields or DEFAULT_FIELDS))
         return config, description
 
+    def open(self, cls: Any, timeout: float, **options: Any) -> Any:
+        """``cls`` (``MongoStore`` or ``AsyncMongoStore``) where these settings say, as its (sync
+        or async) context manager; ``options`` go to the store (``index``, ``ttl``)."""
+        options.update(db_name=self.db, collection_name=self.collection)
+        if self.local:
+            return cls.local(self.local_dir(), **options)
+        if self.in_memory:
+            return cls.in_memory(**options)
+        ms = int(timeout * 1000)
+        return cls.from_conn_string(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, **options)
+
 
 def _timeout(env: Mapping[str, str]) -> float:
-    raw = (env.get(ENV_TIMEOUT) or "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
-        raise ConfigurationError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw!r}")
-    return value
+    raw = _env(env, ENV_TIMEOUT)
+    return _positive(raw, ENV_TIMEOUT, sys.float_info.max, "a positive number of seconds") if raw else DEFAULT_TIMEOUT
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _env_minutes(raw: str, name: str) -> float:
+def _positive(raw: str, name: str, at_most: float, what: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        value = float("nan")
-    if not 0 < value <= MAX_TTL_MINUTES:  # NaN and inf fail too
-        raise ConfigurationError(
-            f"{name} must be a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years), got {raw!r}"
-        )
+        value = math.nan
+    if not 0 < value <= at_most:  # NaN fails too
+        raise ConfigurationError(f"{name} must be {what}, got {raw!r}")
     return value
 
 
-def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
-    """The store's ``ttl=`` from ``MONGOSTORE_TTL_*``; None when none of them is set.
+_MINUTES = f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years)"
 
-    ``MONGOSTORE_TTL_MINUTES`` is ``default_ttl`` (items put without a ``ttl`` expire after
-    it), ``MONGOSTORE_TTL_REFRESH_ON_READ`` is ``refresh_on_read`` (``true``/``false``,
-    default true), ``MONGOSTORE_TTL_SWEEP_MINUTES`` is ``sweep_interval_minutes`` (how often
-    the Agent Server sweeps a backend without a TTL monitor; default 5). Each is checked
-    here, by name, before anything is opened.
-    """
+
+def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
+    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``), ``..._REFRESH_ON_READ``
+    and ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
     env = os.environ if environ is None else environ
-    minutes = (env.get(ENV_TTL_MINUTES) or "").strip()
-    refresh = (env.get(ENV_TTL_REFRESH_ON_READ) or "").strip().lower()
-    sweep = (env.get(ENV_TTL_SWEEP_MINUTES) or "").strip()
+    minutes = _env(env, ENV_TTL_MINUTES)
+    refresh = _env(env, ENV_TTL_REFRESH_ON_READ).lower()
+    sweep = _env(env, ENV_TTL_SWEEP_MINUTES)
     if not (minutes or refresh or sweep):
         return None
     config: dict[str, Any] = {}
     if minutes:
-        config["default_ttl"] = _env_minutes(minutes, ENV_TTL_MINUTES)
+        config["default_ttl"] = _positive(minutes, ENV_TTL_MINUTES, MAX_TTL_MINUTES, _MINUTES)
     if refresh:
         if refresh not in _TRUE | _FALSE:
             raise ConfigurationError(f"{ENV_TTL_REFRESH_ON_READ} must be true or false, got {refresh!r}")
         config["refresh_on_read"] = refresh in _TRUE
     if sweep:
-        config["sweep_interval_minutes"] = _env_minutes(sweep, ENV_TTL_SWEEP_MINUTES)
+        config["sweep_interval_minutes"] = _positive(sweep, ENV_TTL_SWEEP_MINUTES, MAX_TTL_MINUTES, _MINUTES)
     return cast(TTLConfig, config)  # LangGraph types the sweep interval int; minutes may be fractions

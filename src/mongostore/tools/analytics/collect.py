@@ -62,15 +62,10 @@ class AsyncAggregator(Protocol):
     ) -> Awaitable[list[dict[str, Any]]]: ...
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def namespace_counts(
     store: Aggregator, prefix: tuple[str, ...], level: int | None = None, *, limit: int = 100
 ) -> NamespaceCountsReport:
-    """Items and namespaces per label at ``level`` (default: the level right below ``prefix``,
-    e.g. per user under ``("users",)``)."""
+    """Items and namespaces per label at ``level`` (default: the one below ``prefix``: users under ``("users",)``)."""
     level = len(prefix) if level is None else level
     return parse_namespace_counts(
         store.aggregate(tuple(prefix), namespace_counts_pipeline(level, limit=limit)), tuple(prefix), level
@@ -86,14 +81,14 @@ def stale_items(
 ) -> StaleReport:
     """Items not updated for ``days`` days: how many, their share, and the ``oldest`` oldest."""
     prefix = tuple(prefix)
-    cutoff = _cutoff(now or _utcnow(), days)
+    cutoff = _cutoff(now or datetime.now(timezone.utc), days)
     summary = store.aggregate(prefix, stale_summary_pipeline(cutoff))
     rows = store.aggregate(prefix, stale_oldest_pipeline(cutoff, oldest))
     return parse_stale(summary, rows, prefix, days, cutoff)
 
 
 def ttl_outlook(store: Aggregator, prefix: tuple[str, ...], *, now: datetime | None = None) -> TTLOutlookReport:
-    now = as_utc(now or _utcnow())
+    now = as_utc(now or datetime.now(timezone.utc))
     return parse_ttl_outlook(store.aggregate(tuple(prefix), ttl_outlook_pipeline(now)), tuple(prefix), now)
 
 
@@ -107,10 +102,7 @@ def value_breakdown(
 
 @dataclass(frozen=True)
 class ReportPlan:
-    """The pipelines of every report, and how to read their outputs back (no I/O).
-
-    ``run`` with a sync store, ``arun`` with an async one; both send the same pipelines.
-    """
+    """The pipelines of every report, and how to read their outputs back: ``run`` (sync) and ``arun``."""
 
     prefix: tuple[str, ...]
     now: datetime
@@ -180,16 +172,7 @@ def collect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """Run every report for ``prefix`` (what ``mongostore stats`` shows)."""
-    plan = ReportPlan(
-        tuple(prefix),
-        now or _utcnow(),
-        level=level,
-        period=period,
-        stale_days=stale_days,
-        breakdown_field=breakdown_field,
-        limit=limit,
-        oldest=min(limit, 10),
-    )
+    plan = _plan(prefix, now, limit, level=level, period=period, stale_days=stale_days, breakdown_field=breakdown_field)
     return plan.run(store)
 
 
@@ -205,14 +188,10 @@ async def acollect_reports(
     now: datetime | None = None,
 ) -> ReportBundle:
     """``collect_reports`` for an async store; the pipelines run concurrently."""
-    plan = ReportPlan(
-        tuple(prefix),
-        now or _utcnow(),
-        level=level,
-        period=period,
-        stale_days=stale_days,
-        breakdown_field=breakdown_field,
-        limit=limit,
-        oldest=min(limit, 10),
-    )
+    plan = _plan(prefix, now, limit, level=level, period=period, stale_days=stale_days, breakdown_field=breakdown_field)
     return await plan.arun(store)
+
+
+def _plan(prefix: tuple[str, ...], now: datetime | None, limit: int, **options: Any) -> ReportPlan:
+    """What both collectors run: every table at most ``limit`` rows, the oldest stale items at most 10."""
+    return ReportPlan(tuple(prefix), now or datetime.now(timezone.utc), limit=limit, oldest=min(limit, 10), **options)

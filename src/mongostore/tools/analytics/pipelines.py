@@ -25,10 +25,9 @@ __all__ = [
 
 Period = Literal["day", "week", "month"]
 
-# $dateTrunc (MongoDB 5.0+) would return dates, but mongomock 4.3 lacks it, and also
-# $isoWeek/$isoWeekYear and the `timezone` option of $dateToString. $dateToString with
-# these formats works on both (mongomock formats with Python's strftime, which knows
-# the ISO codes %G and %V), in UTC, and the strings sort in time order.
+# mongomock 4.3 lacks $dateTrunc, $isoWeek/$isoWeekYear and $dateToString's `timezone`; $dateToString
+# with these formats works on both (mongomock uses strftime, which knows %G and %V), in UTC, and the
+# strings sort in time order.
 PERIOD_FORMATS: Mapping[str, str] = {"day": "%Y-%m-%d", "week": "%G-W%V", "month": "%Y-%m"}
 
 TTL_HORIZONS: Mapping[str, timedelta] = {
@@ -74,36 +73,25 @@ def check_value_field(field_path: str) -> str:
 def namespace_counts_pipeline(level: int, *, limit: int = 100) -> list[dict[str, Any]]:
     """Items and distinct namespaces per label at ``level`` (0-based), most items first.
 
-    Groups by ``path`` first (one row per namespace) and splits that path only once per
-    namespace; the pipeline needs only ``path``, so with the scoping ``$match`` the server
-    can answer it from the ``{path: 1, ...}`` indexes without fetching documents.
-    The output is one document ``{top: [{_id: label, items, namespaces}...], total: [{labels,
-    items, namespaces}]}``; ``_id`` is ``""`` for items whose namespace is shorter than
-    ``level + 1`` (labels are never empty).
+    Groups by ``path`` first (one row per namespace) and splits that path once per namespace;
+    needing only ``path``, the server can answer from the ``{path: 1, ...}`` indexes. Output:
+    ``{top: [{_id: label, items, namespaces}...], total: [{labels, items, namespaces}]}``; ``_id``
+    is ``""`` for items whose namespace is shorter than ``level + 1`` (labels are never empty).
     """
     if isinstance(level, bool) or not isinstance(level, int) or level < 0:
         raise ValueError(f"level must be an integer >= 0 (0 = the first label), got {level!r}")
-    _check_limit(limit, "limit")
     label = {"$ifNull": [{"$arrayElemAt": [{"$split": ["$_id", "."]}, level]}, ""]}
     return [
         {"$group": {"_id": "$path", "items": {"$sum": 1}}},
         {"$group": {"_id": label, "items": {"$sum": "$items"}, "namespaces": {"$sum": 1}}},
-        {
-            "$facet": {
-                "top": [{"$sort": {"items": -1, "_id": 1}}, {"$limit": limit}],
-                "total": [
-                    {
-                        "$group": {
-                            "_id": None,
-                            "labels": {"$sum": 1},
-                            "items": {"$sum": "$items"},
-                            "namespaces": {"$sum": "$namespaces"},
-                        }
-                    }
-                ],
-            }
-        },
+        _top_and_total(limit, labels={"$sum": 1}, items={"$sum": "$items"}, namespaces={"$sum": "$namespaces"}),
     ]
+
+
+def _top_and_total(limit: int, **total: Any) -> dict[str, Any]:
+    """The ``$facet`` of the grouped rows: the ``limit`` largest (``top``) and their ``total``."""
+    top = [{"$sort": {"items": -1, "_id": 1}}, {"$limit": _check_limit(limit, "limit")}]
+    return {"$facet": {"top": top, "total": [{"$group": {"_id": None, **total}}]}}
 
 
 def growth_pipeline(period: Period = "day") -> list[dict[str, Any]]:
@@ -112,31 +100,16 @@ def growth_pipeline(period: Period = "day") -> list[dict[str, Any]]:
     Output: one document ``{created: [{_id: period, n}], updated: [{_id: period, n}]}``.
     """
     fmt = PERIOD_FORMATS[_check_period(period)]
+
+    def per_period(date: str, n: Any) -> list[dict[str, Any]]:
+        return [{"$group": {"_id": {"$dateToString": {"format": fmt, "date": date}}, "n": {"$sum": n}}}]
+
     rewritten = {"$cond": [{"$gt": ["$updated_at", "$created_at"]}, 1, 0]}
-    return [
-        {
-            "$facet": {
-                "created": [
-                    {"$group": {"_id": {"$dateToString": {"format": fmt, "date": "$created_at"}}, "n": {"$sum": 1}}}
-                ],
-                "updated": [
-                    {
-                        "$group": {
-                            "_id": {"$dateToString": {"format": fmt, "date": "$updated_at"}},
-                            "n": {"$sum": rewritten},
-                        }
-                    }
-                ],
-            }
-        }
-    ]
+    return [{"$facet": {"created": per_period("$created_at", 1), "updated": per_period("$updated_at", rewritten)}}]
 
 
 def stale_summary_pipeline(cutoff: datetime) -> list[dict[str, Any]]:
-    """``{total, stale}``: items in scope, and those with ``updated_at < cutoff``.
-
-    Needs only ``path`` and ``updated_at``: the ``{path: 1, updated_at: -1}`` index covers it.
-    """
+    """``{total, stale}``: items in scope, and those with ``updated_at < cutoff`` (index-covered)."""
     stale = {"$cond": [{"$lt": ["$updated_at", cutoff]}, 1, 0]}
     return [{"$group": {"_id": None, "total": {"$sum": 1}, "stale": {"$sum": stale}}}]
 
@@ -155,10 +128,8 @@ def stale_oldest_pipeline(cutoff: datetime, limit: int = 10) -> list[dict[str, A
 def ttl_outlook_pipeline(now: datetime) -> list[dict[str, Any]]:
     """One ``$group`` of conditional sums on ``expires_at`` against literal dates.
 
-    Missing ``expires_at`` is made an explicit null first: in expressions null sorts before
-    every date (on the server and in mongomock), so ``$lte: [null, now]`` is true and the
-    never-expiring items must be excluded from "expired" explicitly. (``$type`` would say
-    it more directly, but mongomock lacks it.)
+    A missing ``expires_at`` is made an explicit null: null sorts before every date, so
+    ``$lte: [null, now]`` is true and "expired" must exclude it (mongomock lacks ``$type``).
     """
     now = as_utc(now)
     expires = {"$ifNull": ["$expires_at", None]}
@@ -185,13 +156,7 @@ def value_breakdown_pipeline(field_path: str, *, limit: int = 50) -> list[dict[s
     of different types differently, so with ``limit`` a tie across types may cut differently.
     """
     path = "$value." + check_value_field(field_path)
-    _check_limit(limit, "limit")
     return [
         {"$group": {"_id": {"$ifNull": [path, None]}, "items": {"$sum": 1}}},
-        {
-            "$facet": {
-                "top": [{"$sort": {"items": -1, "_id": 1}}, {"$limit": limit}],
-                "total": [{"$group": {"_id": None, "values": {"$sum": 1}, "items": {"$sum": "$items"}}}],
-            }
-        },
+        _top_and_total(limit, values={"$sum": 1}, items={"$sum": "$items"}),
     ]

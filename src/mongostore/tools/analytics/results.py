@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mongostore.core.codec import as_utc
-from mongostore.tools.analytics.pipelines import PERIOD_FORMATS, Period, _check_period
+from mongostore.tools.analytics.pipelines import PERIOD_FORMATS, TTL_HORIZONS, Period, _check_period
 
 __all__ = [
     "BreakdownReport",
@@ -74,44 +74,29 @@ class NamespaceCountsReport:
         return self.total_labels > len(self.rows)
 
     def table(self) -> Table:
-        rows = [[_label(r.label), str(r.items), str(r.namespaces)] for r in self.rows]
+        above = "(directly in the namespace above)"
+        rows = [[above if r.label is None else r.label, str(r.items), str(r.namespaces)] for r in self.rows]
         return [f"label at level {self.level}", "items", "namespaces"], rows
-
-
-def _label(label: str | None) -> str:
-    return "(directly in the namespace above)" if label is None else label
 
 
 def parse_namespace_counts(
     rows: Sequence[Mapping[str, Any]], prefix: tuple[str, ...], level: int
 ) -> NamespaceCountsReport:
     top = [
-        NamespaceCount(
-            label=str(r["_id"]) if r.get("_id") else None, items=_int(r, "items"), namespaces=_int(r, "namespaces")
-        )
+        NamespaceCount(str(r["_id"]) if r.get("_id") else None, _int(r, "items"), _int(r, "namespaces"))
         for r in _facet(rows, "top")
     ]
     top.sort(key=lambda r: (-r.items, r.label or ""))
     total = _first(_facet(rows, "total"))
-    return NamespaceCountsReport(
-        prefix=tuple(prefix),
-        level=level,
-        rows=tuple(top),
-        total_items=_int(total, "items"),
-        total_namespaces=_int(total, "namespaces"),
-        total_labels=_int(total, "labels"),
-    )
+    totals = {f"total_{name}": _int(total, name) for name in ("items", "namespaces", "labels")}
+    return NamespaceCountsReport(tuple(prefix), level, tuple(top), **totals)
 
 
 @dataclass(frozen=True)
 class GrowthPoint:
-    """One period (``2024-05-06``, ``2024-W19`` or ``2024-05``, UTC).
-
-    ``created``: items first put in the period. ``updated``: items whose latest put falls in
-    the period and came after their first (a put only keeps its latest time, so an item
-    re-put in several periods counts in the last one). ``total``: items created up to and
-    including the period that still exist.
-    """
+    """One period (``2024-05-06``, ``2024-W19`` or ``2024-05``, UTC): items first put in it (``created``),
+    items whose latest put, after their first, falls in it (``updated``: a put keeps only its latest
+    time), and items created up to it that still exist (``total``)."""
 
     period: str
     created: int
@@ -131,19 +116,9 @@ class GrowthReport:
 
 
 def _period_start(period: Period, label: str) -> datetime:
-    if period == "day":
-        return datetime.strptime(label, "%Y-%m-%d")
     if period == "week":
-        return datetime.strptime(label + "-1", "%G-W%V-%u")
-    return datetime.strptime(label, "%Y-%m")
-
-
-def _next_period(period: Period, start: datetime) -> datetime:
-    if period == "day":
-        return start + timedelta(days=1)
-    if period == "week":
-        return start + timedelta(days=7)
-    return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+        return datetime.strptime(label + "-1", "%G-W%V-%u")  # its Monday
+    return datetime.strptime(label, PERIOD_FORMATS[period])
 
 
 def _all_periods(period: Period, labels: Sequence[str]) -> list[str]:
@@ -159,7 +134,10 @@ def _all_periods(period: Period, labels: Sequence[str]) -> list[str]:
     current = start
     while current <= end and len(out) < 100_000:
         out.append(current.strftime(fmt))
-        current = _next_period(period, current)
+        if period == "month":
+            current = current.replace(year=current.year + current.month // 12, month=current.month % 12 + 1)
+        else:
+            current += timedelta(days=7 if period == "week" else 1)
     return sorted(set(out) | set(labels))
 
 
@@ -211,14 +189,8 @@ def parse_stale(
 ) -> StaleReport:
     summary = _first(summary_rows)
     oldest = tuple(StaleItem(tuple(r["namespace"]), str(r["key"]), as_utc(r["updated_at"])) for r in oldest_rows)
-    return StaleReport(
-        prefix=tuple(prefix),
-        days=days,
-        cutoff=as_utc(cutoff),
-        total=_int(summary, "total"),
-        stale=_int(summary, "stale"),
-        oldest=oldest,
-    )
+    total, stale = _int(summary, "total"), _int(summary, "stale")
+    return StaleReport(prefix=tuple(prefix), days=days, cutoff=as_utc(cutoff), total=total, stale=stale, oldest=oldest)
 
 
 @dataclass(frozen=True)
@@ -259,16 +231,8 @@ class TTLOutlookReport:
 
 def parse_ttl_outlook(rows: Sequence[Mapping[str, Any]], prefix: tuple[str, ...], now: datetime) -> TTLOutlookReport:
     doc = _first(rows)
-    return TTLOutlookReport(
-        prefix=tuple(prefix),
-        now=as_utc(now),
-        total=_int(doc, "total"),
-        never=_int(doc, "never"),
-        expired=_int(doc, "expired"),
-        within_hour=_int(doc, "within_hour"),
-        within_day=_int(doc, "within_day"),
-        within_week=_int(doc, "within_week"),
-    )
+    counts = {name: _int(doc, name) for name in ("total", "never", "expired", *TTL_HORIZONS)}
+    return TTLOutlookReport(prefix=tuple(prefix), now=as_utc(now), **counts)
 
 
 @dataclass(frozen=True)
@@ -303,21 +267,12 @@ def _show(value: Any) -> str:
     return "(missing)" if value is None else str(value)
 
 
+#: MongoDB's sort order of BSON types, roughly (bool before int: it is one); dates and the rest come last.
+_TYPE_ORDER = ((bool, 5), (type(None), 0), ((int, float), 1), (str, 2), (Mapping, 3), ((list, tuple), 4))
+
+
 def _type_rank(value: Any) -> int:
-    # MongoDB's sort order of BSON types, roughly: null, numbers, strings, objects, arrays, bools, dates.
-    if value is None:
-        return 0
-    if isinstance(value, bool):
-        return 5
-    if isinstance(value, (int, float)):
-        return 1
-    if isinstance(value, str):
-        return 2
-    if isinstance(value, Mapping):
-        return 3
-    if isinstance(value, (list, tuple)):
-        return 4
-    return 6
+    return next((rank for kind, rank in _TYPE_ORDER if isinstance(value, kind)), 6)
 
 
 def parse_value_breakdown(
@@ -326,13 +281,8 @@ def parse_value_breakdown(
     top = [BreakdownRow(r.get("_id"), _int(r, "items")) for r in _facet(rows, "top")]
     top.sort(key=lambda r: (-r.items, _type_rank(r.value), repr(r.value)))
     total = _first(_facet(rows, "total"))
-    return BreakdownReport(
-        prefix=tuple(prefix),
-        field=field_path,
-        rows=tuple(top),
-        total_items=_int(total, "items"),
-        distinct_values=_int(total, "values"),
-    )
+    items, values = _int(total, "items"), _int(total, "values")
+    return BreakdownReport(tuple(prefix), field_path, tuple(top), total_items=items, distinct_values=values)
 
 
 @dataclass(frozen=True)

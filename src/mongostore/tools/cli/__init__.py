@@ -1,8 +1,4 @@
-"""The ``mongostore`` command (also ``python -m mongostore``): ``app`` (``main``, dispatch, errors),
-``parser``, ``connect`` (options to a store), ``output``, and one module per group of commands:
-``items`` (put/get/rm/search/ls), ``transfer`` (export/import), ``admin`` (setup/doctor/reindex),
-``reports`` (stats/report/demo). See ``docs/cli.md``.
-"""
+"""The ``mongostore`` command (also ``python -m mongostore``); its modules: docs/cli.md, "Where the code lives"."""
 
 from __future__ import annotations
 

@@ -19,27 +19,19 @@ from mongostore.core.queries import item_indexes, not_expired, prefix_filter, ve
 from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
-from mongostore.tools.cli.output import (
-    EXIT_FAILURE,
-    EXIT_OK,
-    CLIError,
-    Progress,
-    _one_line,
-    format_namespace,
-    parse_namespace,
-)
+from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_OK, CLIError, Progress, format_namespace, parse_namespace
 from mongostore.tools.report import count
+from mongostore.tools.settings import _one_line
 
 
 def cmd_setup(ctx: Ctx) -> int:
     ctx.store.setup()
     status = ctx.store.status()
     if ctx.json:
-        ctx.emit(_status_json(status))
+        ctx.emit(status)
         return EXIT_OK
-    local = ctx.settings.local and not ctx.injected
-    ctx.print(f"indexes ready on {ctx.settings.label(path=not local) if not ctx.injected else 'the given store'}")
-    if local:
+    ctx.print(f"indexes ready on {ctx.label(path=not ctx.local)}")
+    if ctx.local:
         ctx.print(f"  data:    {ctx.settings.local_file()}")
     ctx.print(f"  items:   {', '.join(status['item_indexes'])}")
     if status["vector_indexes"] is not None:
@@ -58,17 +50,12 @@ def _search_path_text(status: Mapping[str, Any]) -> str:
     return "no semantic search (no index configured: set --embed)"
 
 
-def _status_json(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items()}
-
-
 def cmd_doctor(ctx: Ctx) -> int:
     status = ctx.store.status()
     problems, info, unvectored = _doctor_findings(ctx, status)
-    local = ctx.settings.local and not ctx.injected
-    data_file = ctx.settings.local_file() if local else None
+    data_file = ctx.settings.local_file() if ctx.local else None
     server = str(status["server_version"])
-    if local:
+    if ctx.local:
         server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
     if ctx.json:
         ctx.emit(
@@ -79,7 +66,7 @@ def cmd_doctor(ctx: Ctx) -> int:
                 "load_seconds": round(ctx.load_seconds, 3) if ctx.load_seconds is not None else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
-                **_status_json(status),
+                **status,
                 "server_version": server,
                 "items_without_vectors": unvectored,
                 "problems": problems,
@@ -148,7 +135,7 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     """The lines of ``doctor``'s text output, as (name, value)."""
     idx = status.get("vector_search_index") or {}
     rows: list[tuple[str, str]] = [
-        ("store", ctx.settings.label(path=data_file is None) if not ctx.injected else "the given store"),
+        ("store", ctx.label(path=data_file is None)),
         *([("data file", _file_text(data_file, ctx.load_seconds))] if data_file else []),
         ("server", server),
         ("embedder", ctx.embedder),
@@ -167,18 +154,12 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     if status["vectors"] is not None:
         rows.append(("vectors", f"{status['vectors']:,}"))
     rows.append(("client bulk write", "yes (MongoDB 8.0+: one round trip)" if status["client_bulk_write"] else "no"))
-    rows.extend(_cluster_rows(status.get("cluster")))
-    return rows
-
-
-def _cluster_rows(cluster: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """Behind mongos: the cluster, and each collection's shard key with its verdict (docs/scaling.md)."""
-    if not cluster:
-        return []
-    rows = [("cluster", "sharded (mongos)")]
-    for role, info in cluster.get("shard_keys", {}).items():
-        key = info.get("key") or "unsharded"
-        rows.append((f"{role} shard key", f"{key}: {info.get('verdict')} ({info.get('advice')})"))
+    cluster = status.get("cluster")
+    if cluster:  # behind mongos: each collection's shard key with its verdict (docs/scaling.md)
+        rows.append(("cluster", "sharded (mongos)"))
+        for role, info in cluster.get("shard_keys", {}).items():
+            key = info.get("key") or "unsharded"
+            rows.append((f"{role} shard key", f"{key}: {info.get('verdict')} ({info.get('advice')})"))
     return rows
 
 
@@ -197,14 +178,9 @@ def _file_text(path: Path, load_seconds: float | None = None) -> str:
     size = _file_size(path)
     if size is None:
         return f"{path} (not written yet)"
+    shown = f"{size:,} bytes" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
     loaded = f", loaded in {load_seconds:.2f} s by every command" if load_seconds is not None else ""
-    return f"{path} ({_human_bytes(size)}{loaded})"
-
-
-def _human_bytes(size: int) -> str:
-    if size < 1024 * 1024:
-        return f"{size:,} bytes"
-    return f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
+    return f"{path} ({shown}{loaded})"
 
 
 def _index_summary(store: MongoStore) -> str:
@@ -223,11 +199,15 @@ def reindex_token(doc_id: str) -> str:
     return json.dumps(doc_id)[1:-1]
 
 
+def _checkpoint(doc_id: str) -> str:
+    return f"--after {shlex.quote(reindex_token(doc_id))}"
+
+
 def parse_reindex_token(token: str) -> str:
     try:
         value = json.loads('"' + token + '"')
     except ValueError:
-        raise CLIError(f"--after {token!r} is not a checkpoint printed by reindex") from None
+        value = None
     if not isinstance(value, str) or "\x00" not in value:
         raise CLIError(f"--after {token!r} is not a checkpoint printed by reindex")
     return value
@@ -247,8 +227,11 @@ def cmd_reindex(ctx: Ctx) -> int:
     clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
     if not a.all:
         clauses.append({"vectors": {"$exists": True}})
-    base: dict[str, Any] = {"$and": clauses}
-    total = store.collection.count_documents(base if after is None else {"$and": [*clauses, {"_id": {"$gt": after}}]})
+
+    def page_filter(last: str | None) -> dict[str, Any]:
+        return {"$and": clauses if last is None else [*clauses, {"_id": {"$gt": last}}]}
+
+    total = store.collection.count_documents(page_filter(after))
     projection = {"_id": 1, "namespace": 1, "key": 1, "value": 1, "updated_at": 1, "expires_at": 1, "ttl_minutes": 1}
     progress = Progress("reindex", total, enabled=None if ctx.progress else False)
     done = 0
@@ -257,8 +240,7 @@ def cmd_reindex(ctx: Ctx) -> int:
     logged = time.monotonic()
     try:
         while True:
-            filt = base if last is None else {"$and": [*clauses, {"_id": {"$gt": last}}]}
-            docs = list(store.collection.find(filt, projection).sort("_id", 1).limit(a.batch_size))
+            docs = list(store.collection.find(page_filter(last), projection).sort("_id", 1).limit(a.batch_size))
             if not docs:
                 break
             ids = [d["_id"] for d in docs]
@@ -276,16 +258,24 @@ def cmd_reindex(ctx: Ctx) -> int:
             if not progress.enabled and time.monotonic() - logged >= CHECKPOINT_EVERY:
                 # No bar (a job log): a resumable checkpoint line now and then.
                 logged = time.monotonic()
-                ctx.warn(f"reindex: {done:,}/{total:,} item(s); checkpoint --after {shlex.quote(reindex_token(last))}")
+                ctx.warn(f"reindex: {done:,}/{total:,} item(s); checkpoint {_checkpoint(last)}")
     except (KeyboardInterrupt, PyMongoError, MongoStoreError) as exc:
         progress.close()
-        hint = f" --after {shlex.quote(reindex_token(last))}" if last is not None else ""
+        hint = f" {_checkpoint(last)}" if last is not None else ""
         ctx.warn(f"reindex stopped after {done:,} item(s); resume with: mongostore reindex{hint} (same options)")
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise CLIError(f"reindex failed: {_one_line(exc)}", EXIT_FAILURE) from exc
     progress.close()
-    _reindex_report(ctx, prefix, done, batches, last)
+    if ctx.json:
+        token = reindex_token(last) if last is not None else None
+        ctx.emit(
+            {"reindexed": done, "batches": batches, "prefix": list(prefix), "last": token, "embedder": ctx.embedder}
+        )
+        return EXIT_OK
+    ctx.print(f"reindexed {done:,} item(s) under {format_namespace(prefix)} in {batches} batch(es)")
+    if last is not None:
+        ctx.print(f"checkpoint: {_checkpoint(last)}")
     return EXIT_OK
 
 
@@ -304,19 +294,3 @@ def _reindex_ops(docs: list[dict[str, Any]], now: datetime) -> tuple[list[PutOp]
             fix["ttl_minutes"] = d["ttl_minutes"]
         restore.append(UpdateOne({"_id": d["_id"]}, {"$set": fix}))
     return ops, restore
-
-
-def _reindex_report(ctx: Ctx, prefix: tuple[str, ...], done: int, batches: int, last: str | None) -> None:
-    result = {
-        "reindexed": done,
-        "batches": batches,
-        "prefix": list(prefix),
-        "last": reindex_token(last) if last is not None else None,
-        "embedder": ctx.embedder,
-    }
-    if ctx.json:
-        ctx.emit(result)
-    else:
-        ctx.print(f"reindexed {done:,} item(s) under {format_namespace(prefix)} in {batches} batch(es)")
-        if last is not None:
-            ctx.print(f"checkpoint: --after {shlex.quote(reindex_token(last))}")

@@ -1,27 +1,6 @@
-"""The ``mongostore`` command (also ``python -m mongostore``).
-
-Run ``mongostore --help`` or see ``docs/cli.md``. In short::
-
-    mongostore demo                                  # the memory demo, no server needed
-    mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup # indexes (+ the Atlas vector index)
-    mongostore doctor                                # server, search path, indexes, counts
-    mongostore put users.alice.memories k1 '{"text": "I like pizza"}'
-    mongostore search users.alice --query "what food?" --filter '{"kind": "preference"}'
-    mongostore export users > memories.jsonl && mongostore import memories.jsonl
-
-Namespaces are written with dots: ``users.alice.memories`` is
-``("users", "alice", "memories")`` (LangGraph labels cannot contain ``.``, so this
-is unambiguous); ``""`` is the root. The connection comes from ``--uri`` or
-``MONGODB_URI``; without one the command runs on the local store, a file per
-database under ``--data-dir`` / ``MONGOSTORE_DATA_DIR`` (default
-``~/.local/share/mongostore``), kept between commands and locked while one runs
-(it says where on stderr). ``--uri mongomock://`` is an in-memory store instead.
-
-Exit status: 0 success, 1 server or connection failure (or ``doctor`` found a
-problem), 2 bad input (usage, JSON, namespace, value, filter), 3 not found
-(``get``, ``rm``), 130 interrupted. Errors are one line on stderr, never a traceback
-(set ``MONGOSTORE_DEBUG=1`` to see one); with ``--json`` they are also one JSON
-document on stdout, ``{"ok": false, "error": ..., "exit_code": ...}``.
+"""The ``mongostore`` command (also ``python -m mongostore``): ``main``, the dispatch to a command,
+and every error as one line and an exit status. See ``mongostore --help``, docs/cli.md, and e.g.
+``mongostore --uri "mongodb://localhost:27017/?directConnection=true" setup``.
 """
 
 from __future__ import annotations
@@ -33,7 +12,6 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from pymongo.errors import ConfigurationError as PyMongoConfigurationError
@@ -41,30 +19,12 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 
 from mongostore.errors import MongoStoreError, WriteError
 from mongostore.store import MongoStore
-from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _describe_injected, _open, _settings
-from mongostore.tools.cli.output import (
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    PROG,
-    CLIError,
-    _one_line,
-    dumps,
-)
-from mongostore.tools.cli.parser import DEMO_DB, _UsageError, build_parser
-from mongostore.tools.settings import (
-    ENV_URI,
-    ServerUnreachableError,
-    StoreSettings,
-    redact_uri,
-)
+from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _open, _settings
+from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CLIError, dumps
+from mongostore.tools.cli.parser import _UsageError, build_parser
+from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
 
 __all__ = ["main"]
-
-
-def _error(message: str) -> None:
-    sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
 def _error_json(message: str, code: int, command: str | None) -> str:
@@ -72,21 +32,16 @@ def _error_json(message: str, code: int, command: str | None) -> str:
     return dumps({"ok": False, "command": command, "error": message, "exit_code": code})
 
 
-def _fail(json_mode: bool, message: str, code: int, command: str | None = None) -> int:
-    """An error: one line on stderr and, with --json, one JSON document on stdout."""
-    _error(message)
+def _fail(json_mode: bool, message: str, code: int, command: str | None, trace: bool = False) -> int:
+    """An error: one line on stderr and, with --json, one JSON document on stdout (``trace``: and the traceback)."""
+    if trace:
+        traceback.print_exc()
+    sys.stderr.write(f"{PROG}: error: {message}\n")
     if json_mode:
         with contextlib.suppress(Exception):
             sys.stdout.write(_error_json(message, code, command) + "\n")
             sys.stdout.flush()
     return code
-
-
-def _command_in(argv: Sequence[str]) -> str | None:
-    """The command named in ``argv`` (for the error of a command line that did not parse)."""
-    from mongostore.tools.cli.parser import COMMAND_NAMES
-
-    return next((a for a in argv if a in COMMAND_NAMES), None)
 
 
 def _dash_hint(argv: Sequence[str], message: str) -> str:
@@ -102,11 +57,8 @@ def _dash_hint(argv: Sequence[str], message: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) -> int:
-    """Run the CLI; returns the exit status (the console script exits with it).
-
-    ``store`` runs every command against that store instead of opening one from
-    ``--uri`` / ``MONGODB_URI`` (for tests and for embedding the CLI).
-    """
+    """Run the CLI and return its exit status; ``store``: run every command on that store instead
+    of opening one (for tests and for embedding the CLI)."""
     parser = build_parser()
     arglist = list(argv) if argv is not None else sys.argv[1:]
     json_mode = "--json" in arglist[: arglist.index("--")] if "--" in arglist else "--json" in arglist
@@ -116,13 +68,14 @@ def main(argv: Sequence[str] | None = None, *, store: MongoStore | None = None) 
         message = exc.message + _dash_hint(arglist, exc.message)
         sys.stderr.write(f"{exc.prog}: error: {message} (see {exc.prog} --help)\n")
         if json_mode:
-            sys.stdout.write(_error_json(message, EXIT_USAGE, _command_in(arglist)) + "\n")
+            command = next((a for a in arglist if a in parser.commands), None)  # the line did not parse
+            sys.stdout.write(_error_json(message, EXIT_USAGE, command) + "\n")
         return EXIT_USAGE
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        _error("no command given (see the list above)")
+        sys.stderr.write(f"{PROG}: error: no command given (see the list above)\n")
         if json_mode:
             sys.stdout.write(_error_json("no command given", EXIT_USAGE, None) + "\n")
         return EXIT_USAGE
@@ -143,27 +96,18 @@ def _note(text: str) -> None:
     sys.stderr.flush()
 
 
-def _command_settings(args: argparse.Namespace) -> StoreSettings:
-    """The command's store settings; the demo's default to a throwaway store of its own."""
-    if args.command != "demo":
-        return _settings(args)
-    # The demo's memories are {"text", "kind"}: embed the sentence, in a database of its own.
-    settings = _settings(args, db_default=DEMO_DB)
-    if settings.uri is None:
-        settings = replace(settings, uri="mongomock://")  # the demo stays a throwaway by default
-    return settings
-
-
 def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     debug = bool(os.environ.get("MONGOSTORE_DEBUG"))
     settings: StoreSettings | None = None
     json_mode = bool(getattr(args, "json", False))
     command: str | None = getattr(args, "command", None)
     try:
-        settings = _command_settings(args)
+        settings = _settings(args)
         progress = not args.no_progress
         if store is not None:
-            ctx = Ctx(args, store, settings, _describe_injected(store), args.json, progress, injected=True)
+            index = store.index_config
+            embedder = f"{index.get('embed')!r} ({index.get('dims')} dims)" if index else "none: semantic search is off"
+            ctx = Ctx(args, store, settings, embedder, args.json, progress, injected=True)
             return int(args.func(ctx))
         if args.command != "demo":
             if settings.local:
@@ -201,21 +145,10 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     except WriteError as exc:
         return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
     except ValueError as exc:
-        # ValueError covers JSON errors, InvalidNamespaceError and our ValueError subclasses
-        # (InvalidValueError, InvalidFilterError, ConfigurationError, PipelineError).
-        if debug:
-            traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_USAGE, command)
+        # JSON errors, InvalidNamespaceError and ours (InvalidValueError, ConfigurationError, PipelineError...).
+        return _fail(json_mode, _one_line(exc), EXIT_USAGE, command, debug)
     except (MongoStoreError, PyMongoError) as exc:
-        if debug:
-            traceback.print_exc()
-        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command)
+        return _fail(json_mode, _one_line(exc), EXIT_FAILURE, command, debug)
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        return _fail(
-            json_mode,
-            f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)",
-            EXIT_FAILURE,
-            command,
-        )
+        message = f"unexpected {type(exc).__name__}: {_one_line(exc)} (set MONGOSTORE_DEBUG=1 for the traceback)"
+        return _fail(json_mode, message, EXIT_FAILURE, command, debug)

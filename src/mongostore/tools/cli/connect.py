@@ -1,6 +1,4 @@
-"""From the connection options to a store: the settings, opening it (local, in-memory or a server), and
-the context every command gets.
-"""
+"""From the connection options to a store (local, in-memory or a server), and the context every command gets."""
 
 from __future__ import annotations
 
@@ -13,18 +11,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.settings import (
-    ENV_DB,
-    StoreSettings,
-    probe_server,
-    split_fields,
-)
-
-DEFAULT_TIMEOUT = 10.0
+from mongostore.tools.settings import ENV_DB, IN_MEMORY_URI, StoreSettings, probe_server, split_fields
 
 
 @dataclass
@@ -43,11 +34,8 @@ class Ctx:
 
     @property
     def where(self) -> str:
-        """Where the data is, in a few words (named in result lines).
-
-        The local store's file is named once per command, on stderr when it opens; the
-        lines after it say "the local store" (``--json`` output keeps the path).
-        """
+        """Where the data is, in a few words, for result lines: the local store's file is named once,
+        on stderr when it opens, so they say "the local store" (``--json`` keeps the path)."""
         if self.injected:
             return "the given store"
         if self.settings.local and not self.json:
@@ -55,15 +43,16 @@ class Ctx:
         return self.settings.where()
 
     @property
-    def out(self) -> TextIO:
-        return sys.stdout
+    def local(self) -> bool:
+        """The command runs on the local store (a file), not on a store given to ``main``."""
+        return self.settings.local and not self.injected
 
-    @property
-    def err(self) -> TextIO:
-        return sys.stderr
+    def label(self, path: bool = True) -> str:
+        """``StoreSettings.label``, or "the given store"."""
+        return "the given store" if self.injected else self.settings.label(path)
 
     def print(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        sys.stdout.write(text + "\n")
 
     def envelope(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The one shape of every command's ``--json`` output: ``ok``, ``command`` and ``store``,
@@ -72,13 +61,19 @@ class Ctx:
 
     def emit(self, fields: Mapping[str, Any]) -> None:
         """Print the command's one JSON document on stdout (``envelope``)."""
-        self.out.write(dumps(self.envelope(fields)) + "\n")
+        sys.stdout.write(dumps(self.envelope(fields)) + "\n")
 
     def warn(self, text: str) -> None:
-        self.err.write(f"{PROG}: {text}\n")
+        sys.stderr.write(f"{PROG}: {text}\n")
 
 
-def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> StoreSettings:
+#: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
+#: the demo (and LangGraph's graph machinery): seconds off every command's start.
+DEMO_DB = "mongostore_demo"
+
+
+def _settings(args: argparse.Namespace) -> StoreSettings:
+    """The command's store settings; the demo's default to a throwaway store, in a database of its own."""
     fields = split_fields(args.fields, "--fields") if args.fields is not None else None
     uri = args.uri
     if uri is not None and not uri.strip():
@@ -92,16 +87,16 @@ def _settings(args: argparse.Namespace, *, db_default: str | None = None) -> Sto
         fields=fields,
         data_dir=args.data_dir or None,
     )
-    if db_default is not None and not args.db and not os.environ.get(ENV_DB):
-        settings = replace(settings, db=db_default)
+    if args.command == "demo" and not args.db and not os.environ.get(ENV_DB):
+        settings = replace(settings, db=DEMO_DB)
+    if args.command == "demo" and settings.uri is None:
+        settings = replace(settings, uri=IN_MEMORY_URI)
     return settings
 
 
-#: Commands that lock the local store per operation, as a server isolates each one, instead
-#: of for the whole command: ``export`` / ``import`` stream through pipes, so
-#: ``mongostore export | mongostore import -`` cannot deadlock on the lock (the reader
-#: waiting for it while the writer waits for the reader); ``demo`` runs LangGraph nodes on
-#: worker threads, which would wait for the main thread's lock forever.
+#: Commands that lock the local store per operation, as a server isolates each one, not for the
+#: whole command: ``mongostore export | mongostore import -`` would deadlock on the lock (each
+#: waiting for the other), and ``demo``'s LangGraph nodes run on threads that would wait forever.
 PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 
 
@@ -111,58 +106,36 @@ def _open(
 ) -> Iterator[tuple[MongoStore, str, float | None]]:
     """The store, the embedder's description, and the local store's load time in seconds."""
     index, description = settings.index()
-    if settings.in_memory:
-        with MongoStore.in_memory(index=index, db_name=settings.db, collection_name=settings.collection) as store:
-            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+    if not settings.embedded:
+        assert settings.uri is not None
+        note = probe_server(settings.uri, timeout)
+        if note:
+            warn(note)
+    with settings.open(MongoStore, timeout, index=index) as store:
+        if not settings.local:
+            if settings.in_memory:
+                store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
             yield store, description, None
-        return
-    if settings.local:
-        with MongoStore.local(
-            settings.local_dir(), index=index, db_name=settings.db, collection_name=settings.collection
-        ) as store:
-            engine = store.collection.engine
-            engine.on_wait = warn
-            # The whole command is one transaction: other commands wait, nothing is lost.
-            started = time.perf_counter()
-            with engine.transaction() if whole_command else contextlib.nullcontext():
-                with engine.transaction():  # the first one reads the file: its load time is measured
-                    names = store.collection.database.list_collection_names()
-                    wanted = [store.collection.name]
-                    if store.vectors_collection is not None:
-                        wanted.append(store.vectors_collection.name)
-                    loaded = time.perf_counter() - started
-                    if any(name not in names for name in wanted):
-                        store.setup()  # a new store (or a first index): indexes, as on a set-up server
-                yield store, description, loaded
-        return
-    assert settings.uri is not None
-    note = probe_server(settings.uri, timeout)
-    if note:
-        warn(note)
-    ms = int(timeout * 1000)
-    with MongoStore.from_conn_string(
-        settings.uri,
-        db_name=settings.db,
-        collection_name=settings.collection,
-        index=index,
-        serverSelectionTimeoutMS=ms,
-        connectTimeoutMS=ms,
-    ) as store:
-        yield store, description, None
-
-
-def _describe_injected(store: MongoStore) -> str:
-    index = store.index_config
-    if not index:
-        return "none: semantic search is off"
-    embed = index.get("embed")
-    return f"{embed!r} ({index.get('dims')} dims)"
+            return
+        engine = store.collection.engine
+        engine.on_wait = warn
+        # The whole command is one transaction: other commands wait, nothing is lost.
+        started = time.perf_counter()
+        with engine.transaction() if whole_command else contextlib.nullcontext():
+            with engine.transaction():  # the first one reads the file: its load time is measured
+                names = store.collection.database.list_collection_names()
+                wanted = [store.collection.name]
+                if store.vectors_collection is not None:
+                    wanted.append(store.vectors_collection.name)
+                loaded = time.perf_counter() - started
+                if any(name not in names for name in wanted):
+                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
+            yield store, description, loaded
 
 
 def _empty_hint(ctx: Ctx) -> str:
-    if ctx.settings.in_memory and not ctx.injected:
-        return " (the in-memory store starts empty in every command: leave out --uri for the local store)"
-    return ""
+    hint = " (the in-memory store starts empty in every command: leave out --uri for the local store)"
+    return hint if ctx.settings.in_memory and not ctx.injected else ""
 
 
 def _default_dir_text() -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.store.base import NOT_PROVIDED, get_text_at_path, tokenize_path
 
+from mongostore.config import MAX_TTL_MINUTES
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
     EXIT_NOT_FOUND,
@@ -17,7 +18,6 @@ from mongostore.tools.cli.output import (
     _iso,
     _item_json,
     _NotFinite,
-    _one_line,
     _when,
     dumps,
     format_namespace,
@@ -25,9 +25,7 @@ from mongostore.tools.cli.output import (
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.settings import (
-    split_fields,
-)
+from mongostore.tools.settings import _one_line, split_fields
 
 
 def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
@@ -52,9 +50,7 @@ def cmd_put(ctx: Ctx) -> int:
         index = False
     elif a.index is not None:
         index = list(split_fields(a.index, "--index"))
-    ttl = NOT_PROVIDED if a.ttl is None else a.ttl
-    if a.ttl is not None:
-        _check_ttl(a.ttl, "--ttl")
+    ttl = NOT_PROVIDED if a.ttl is None else _check_ttl(a.ttl, "--ttl")
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     _note_unembedded(ctx, value, index)
     if ctx.json:
@@ -79,10 +75,6 @@ def _note_unembedded(ctx: Ctx, value: dict[str, Any], index: Any) -> None:
     )
 
 
-#: The longest TTL we accept, in minutes: 1,000 years (a later expiry overflows dates).
-MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
-
-
 def _check_ttl(ttl: Any, what: str) -> float:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
         raise CLIError(f"{what} must be a positive number of minutes, got {ttl!r}")
@@ -95,10 +87,7 @@ def cmd_get(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     item = ctx.store.get(namespace, ctx.args.key)
     if item is None:
-        raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}{_empty_hint(ctx)}",
-            EXIT_NOT_FOUND,
-        )
+        raise _not_found(ctx, namespace)
     if ctx.json:
         ctx.emit({"item": _item_json(item)})
         return EXIT_OK
@@ -111,15 +100,16 @@ def cmd_get(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def _not_found(ctx: Ctx, namespace: tuple[str, ...], hint: str = "") -> CLIError:
+    where = f"{ctx.where}{_empty_hint(ctx)}{hint}"
+    return CLIError(f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {where}", EXIT_NOT_FOUND)
+
+
 def cmd_rm(ctx: Ctx) -> int:
     namespace = parse_namespace(ctx.args.namespace)
     existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
     if not existed and not ctx.args.force:
-        raise CLIError(
-            f"no item {ctx.args.key!r} in namespace {format_namespace(namespace)} in {ctx.where}"
-            f"{_empty_hint(ctx)} (--force ignores this)",
-            EXIT_NOT_FOUND,
-        )
+        raise _not_found(ctx, namespace, " (--force ignores this)")
     ctx.store.delete(namespace, ctx.args.key)
     if ctx.json:
         ctx.emit({"namespace": list(namespace), "key": ctx.args.key, "deleted": existed})
@@ -151,15 +141,11 @@ def cmd_search(ctx: Ctx) -> int:
         matching = " matching the filter" if filt else ""
         ctx.warn(f"no items under {format_namespace(prefix)}{matching} in {ctx.where}{_empty_hint(ctx)}")
         return EXIT_OK
-    headers = ["namespace", "key", "score", "updated", "value"] if a.query else ["namespace", "key", "updated", "value"]
-    rows = []
-    for i in items:
-        row = [format_namespace(i.namespace), i.key]
-        if a.query:
-            row.append("-" if i.score is None else f"{i.score:.3f}")
-        row += [_when(i.updated_at), dumps(i.value)]
-        rows.append(row)
-    ctx.print(format_table(headers, rows))
+    rows = [[format_namespace(i.namespace), i.key, _when(i.updated_at), dumps(i.value)] for i in items]
+    if a.query:  # a score column after the key
+        for row, i in zip(rows, items, strict=True):
+            row.insert(2, "-" if i.score is None else f"{i.score:.3f}")
+    ctx.print(format_table(["namespace", "key", *(["score"] if a.query else []), "updated", "value"], rows))
     if len(items) == a.limit:
         ctx.warn(f"showing {len(items)} items from offset {a.offset}; more may follow (--offset {a.offset + a.limit})")
     return EXIT_OK

@@ -12,24 +12,18 @@ from typing import Any, TextIO
 
 from bson import json_util
 from langgraph.store.base import Item, SearchItem
-from pymongo.errors import ServerSelectionTimeoutError
 
 from mongostore.core.codec import as_utc
+from mongostore.tools.settings import _one_line
 
 EXIT_OK = 0
-
 EXIT_FAILURE = 1
-
 EXIT_USAGE = 2
-
 EXIT_NOT_FOUND = 3
-
 EXIT_INTERRUPTED = 130
 
 PROG = "mongostore"
-
 JSON_OUT = json_util.RELAXED_JSON_OPTIONS
-
 JSON_IN = json_util.RELAXED_JSON_OPTIONS.with_options(tz_aware=True, tzinfo=timezone.utc)
 
 
@@ -42,10 +36,8 @@ class CLIError(Exception):
 
 
 def parse_namespace(text: str, *, what: str = "namespace", allow_empty: bool = False) -> tuple[str, ...]:
-    """``"users.alice"`` -> ``("users", "alice")``; ``""`` -> ``()`` when ``allow_empty``.
-
-    One trailing ``.`` is accepted (``users.alice.``, as in the stored ``path``).
-    """
+    """``"users.alice"`` (or ``users.alice.``, as in the stored ``path``) -> ``("users", "alice")``;
+    ``""`` -> ``()`` when ``allow_empty``."""
     raw = text.strip()
     if raw.endswith(".") and raw != ".":
         raw = raw[:-1]
@@ -108,11 +100,8 @@ def _when(value: datetime) -> str:
 
 
 class Progress:
-    """A one-line progress bar on stderr, redrawn with ``\\r`` at most ten times a second.
-
-    Disabled unless the stream is a terminal (so logs and tests stay clean);
-    ``total=None`` shows a counter instead of a bar.
-    """
+    """A one-line progress bar on stderr, redrawn with ``\\r`` at most ten times a second, only on a
+    terminal (so logs and tests stay clean); ``total=None`` shows a counter instead of a bar."""
 
     def __init__(
         self, label: str, total: int | None, *, stream: TextIO | None = None, enabled: bool | None = None
@@ -159,18 +148,6 @@ class Progress:
             self._drawn = False  # closing twice draws one line
 
 
-def _one_line(exc: BaseException) -> str:
-    """The error as one line: every line of its message joined, cut at a sentence end if long."""
-    text = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, ServerSelectionTimeoutError):
-        text = text.split(", Timeout:", 1)[0].split(" (configured timeouts:", 1)[0]
-    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    if len(text) <= 600:
-        return text
-    cut = text.rfind(". ", 0, 600)
-    return text[: cut + 1] if cut > 200 else text[:599] + "…"
-
-
 class _NotFinite(ValueError):
     pass
 
@@ -187,24 +164,18 @@ def _finite_float(text: str) -> float:
 
 
 def _object(pairs: list[tuple[str, Any]]) -> Any:
-    """One JSON object: Extended JSON's types (``$date``, ``$oid``...), except that an object
-    with ``$ref`` stays the dict it is (JSON Schema's ``$ref``, ``$id``): Extended JSON would
-    make ``{"$ref": ..., "$id": ...}`` a DBRef, and a whole value such an object."""
+    """One JSON object with Extended JSON's types (``$date``, ``$oid``...), except that one with ``$ref``
+    stays a dict (JSON Schema's ``$ref``): Extended JSON would make ``{"$ref", "$id"}`` a DBRef."""
     if any(k == "$ref" for k, _ in pairs):
         return dict(pairs)
     return json_util.object_pairs_hook(pairs, JSON_IN)
 
 
 def loads_json(text: str) -> Any:
-    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers.
-
-    Any failure (bad Extended JSON such as ``{"$oid": "zzz"}`` or ``{"$date": 1e300}``,
-    nesting too deep) is a ``ValueError`` with the reason.
-    """
+    """Strict JSON with Extended JSON types (dates...): no NaN / Infinity, no overflowing numbers;
+    any failure (``{"$oid": "zzz"}``, nesting too deep...) is a ``ValueError`` with the reason."""
     try:
         value = json.loads(text, object_pairs_hook=_object, parse_constant=_no_constant, parse_float=_finite_float)
-    except _NotFinite:
-        raise
     except RecursionError:
         raise ValueError("nested too deeply") from None
     except ValueError:

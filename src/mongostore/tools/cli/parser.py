@@ -5,19 +5,16 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from mongostore import __version__
 from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
-from mongostore.tools.cli.connect import DEFAULT_TIMEOUT, Ctx, _default_dir_text
+from mongostore.tools.cli.connect import DEMO_DB, Ctx, _default_dir_text
 from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_search
 from mongostore.tools.cli.output import PROG
 from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
 from mongostore.tools.cli.transfer import cmd_export, cmd_import
-from mongostore.tools.settings import (
-    ENV_DATA_DIR,
-    ENV_URI,
-)
+from mongostore.tools.settings import DEFAULT_TIMEOUT, ENV_DATA_DIR, ENV_URI
 
 
 def _at_least_one(text: str) -> int:
@@ -52,64 +49,46 @@ COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --t
 
 
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
-    """Connection and output options; accepted before or after the command name.
-
-    Shown once, in ``mongostore --help``; each command's ``--help`` names them in one line.
-    """
-
-    def d(value: Any) -> Any:
-        return argparse.SUPPRESS if sub else value
-
-    def h(text: str) -> str:
-        return argparse.SUPPRESS if sub else text
-
-    g = parser.add_argument_group("connection (also after the command)") if not sub else parser
-    g.add_argument(
-        "--uri",
-        default=d(None),
-        help=h(f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"),
+    """Connection, embedding and output options, before or after the command name (shown in
+    ``mongostore --help``; each command's ``--help`` names them in one line)."""
+    data_dir = f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"
+    embed = (
+        "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
+        "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
     )
-    g.add_argument(
-        "--data-dir",
-        default=d(None),
-        metavar="DIR",
-        help=h(f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"),
+    fields = (
+        "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
+        "(default: $MONGOSTORE_FIELDS or text)"
     )
-    g.add_argument("--db", default=d(None), help=h("database (default: $MONGOSTORE_DB or mongostore)"))
-    g.add_argument(
-        "--collection", default=d(None), help=h("items collection (default: $MONGOSTORE_COLLECTION or memories)")
-    )
-    g.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=d(DEFAULT_TIMEOUT),
-        help=h("seconds to wait for the server (default 10)"),
-    )
-    e = parser.add_argument_group("embedding (also after the command)") if not sub else parser
-    e.add_argument(
-        "--embed",
-        default=d(None),
-        help=h(
-            "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
-            "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
-        ),
-    )
-    e.add_argument(
-        "--dims", type=_positive_int, default=d(None), help=h("vector size (default: $MONGOSTORE_DIMS or the model's)")
-    )
-    e.add_argument(
-        "--fields",
-        default=d(None),
-        help=h(
-            "comma-separated value paths to embed, e.g. text,tags[*]; $ is the whole value "
-            "(default: $MONGOSTORE_FIELDS or text)"
-        ),
-    )
-    o = parser.add_argument_group("output (also after the command)") if not sub else parser
-    o.add_argument(
-        "--json", action="store_true", default=d(False), help=h("one JSON document on stdout, errors included")
-    )
-    o.add_argument("--no-progress", action="store_true", default=d(False), help=h("never draw a progress bar"))
+    timeout = {
+        "type": _positive_float,
+        "default": DEFAULT_TIMEOUT,
+        "help": "seconds to wait for the server (default 10)",
+    }
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {
+        "connection": [
+            ("--uri", {"help": f"MongoDB URI (default: ${ENV_URI}; none: the local store; mongomock:// is in memory)"}),
+            ("--data-dir", {"metavar": "DIR", "help": data_dir}),
+            ("--db", {"help": "database (default: $MONGOSTORE_DB or mongostore)"}),
+            ("--collection", {"help": "items collection (default: $MONGOSTORE_COLLECTION or memories)"}),
+            ("--timeout", timeout),
+        ],
+        "embedding": [
+            ("--embed", {"help": embed}),
+            ("--dims", {"type": _positive_int, "help": "vector size (default: $MONGOSTORE_DIMS or the model's)"}),
+            ("--fields", {"help": fields}),
+        ],
+        "output": [
+            ("--json", {"action": "store_true", "help": "one JSON document on stdout, errors included"}),
+            ("--no-progress", {"action": "store_true", "help": "never draw a progress bar"}),
+        ],
+    }
+    for title, options in groups.items():
+        group = parser if sub else parser.add_argument_group(f"{title} (also after the command)")
+        for flag, kwargs in options:
+            if sub:  # a command's own default would override the one given before its name
+                kwargs = {**kwargs, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+            group.add_argument(flag, **kwargs)
 
 
 class _UsageError(Exception):
@@ -120,34 +99,13 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: tuple[str, ...] = ()  # the top-level parser's: every command's name
+
     def error(self, message: str) -> Any:  # one line plus the usage hint, exit 2 (see main)
         raise _UsageError(self.prog, message)
 
 
-#: ``mongostore.tools.demo.DEMO_DB``, repeated so that commands other than ``demo`` never import
-#: the demo (and LangGraph's graph machinery): seconds off every command's start.
-DEMO_DB = "mongostore_demo"
-
-
-#: Every command's name, in the order ``--help`` lists them.
-COMMAND_NAMES = (
-    "demo",
-    "setup",
-    "doctor",
-    "put",
-    "get",
-    "rm",
-    "search",
-    "ls",
-    "export",
-    "import",
-    "reindex",
-    "stats",
-    "report",
-)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
         description="A LangGraph long-term-memory store on MongoDB: demo, admin and data tools.",
@@ -183,22 +141,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub("setup", "create the indexes (and the Atlas vector index); safe to run on every deploy", cmd_setup)
     sub("doctor", "server version, vector search and search path, index status, item and vector counts", cmd_doctor)
 
-    _add_item_commands(sub)
-    _add_transfer_commands(sub)
-    _add_analytics_commands(sub)
-    return parser
-
-
-class _AddCommand(Protocol):
-    """``build_parser``'s ``sub``: adds one command's parser (with the common options) and returns it."""
-
-    def __call__(
-        self, name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = ""
-    ) -> argparse.ArgumentParser: ...
-
-
-def _add_item_commands(sub: _AddCommand) -> None:
-    """``put``, ``get``, ``rm``, ``search``, ``ls``."""
     key_help = "the item's key within the namespace (a key starting with - goes after --)"
     p = sub(
         "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
@@ -234,9 +176,6 @@ def _add_item_commands(sub: _AddCommand) -> None:
     p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
 
-
-def _add_transfer_commands(sub: _AddCommand) -> None:
-    """``export``, ``import`` and ``reindex``."""
     p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-o", "--out", help="file to write (default: stdout)")
@@ -266,9 +205,6 @@ def _add_transfer_commands(sub: _AddCommand) -> None:
     p.add_argument("--after", help="resume after this checkpoint (printed by an earlier run)")
     p.add_argument("--all", action="store_true", help="also embed items that have no vectors yet")
 
-
-def _add_analytics_commands(sub: _AddCommand) -> None:
-    """``stats`` and ``report`` (see ``mongostore.tools.analytics`` / ``mongostore.tools.report``)."""
     for name, help_, fn in (
         ("stats", "counts per namespace, growth, stale items, TTL outlook, breakdown by a value field", cmd_stats),
         ("report", "the same reports as one self-contained HTML page (inline SVG, no scripts)", cmd_report),
@@ -289,3 +225,5 @@ def _add_analytics_commands(sub: _AddCommand) -> None:
         if name == "report":
             p.add_argument("-o", "--out", required=True, help="the HTML file to write (- for stdout)")
             p.add_argument("--title", help="page title")
+    parser.commands = tuple(subs.choices)
+    return parser

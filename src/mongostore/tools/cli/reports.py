@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
@@ -52,7 +53,7 @@ def cmd_stats(ctx: Ctx) -> int:
         ctx.emit(_plain(asdict(reports)))
     else:
         ctx.print(f"store: {ctx.where}")
-        ctx.out.write(render_text(reports))
+        sys.stdout.write(render_text(reports))
         if reports.namespaces.total_items == 0:
             ctx.warn(f"no items in {ctx.where}{_empty_hint(ctx)}")
     return EXIT_OK
@@ -65,7 +66,7 @@ def cmd_report(ctx: Ctx) -> int:
     page = render_html(reports, title=ctx.args.title)
     target = ctx.args.out
     if target == "-":
-        ctx.out.write(page)
+        sys.stdout.write(page)
         return EXIT_OK
     Path(target).write_text(page, encoding="utf-8")
     if ctx.json:
@@ -82,18 +83,20 @@ def cmd_demo(ctx: Ctx) -> int:
     result = run_demo(
         ctx.store,
         user_id=ctx.args.user,
-        store_label=ctx.settings.label() if not ctx.injected else "the given store",
+        store_label=ctx.label(),
         embedder=ctx.embedder,
         semantic=not isinstance(embed, HashingEmbeddings),
     )
     if ctx.json:
-        ctx.emit(result.as_dict())
+        ctx.emit(asdict(result))
     else:
-        render_demo(result, ctx.out)
+        render_demo(result, sys.stdout)
         if ctx.settings.in_memory and not ctx.injected:
-            ctx.print("The in-memory store is gone now. Keep the memories in the local store, or on a server:")
-            ctx.print("  mongostore demo --uri mongostore-local://")
-            ctx.print("  mongostore demo --uri mongodb://localhost:27017/?directConnection=true")
+            ctx.print(
+                "The in-memory store is gone now. Keep the memories in the local store, or on a server:\n"
+                "  mongostore demo --uri mongostore-local://\n"
+                "  mongostore demo --uri mongodb://localhost:27017/?directConnection=true"
+            )
         else:
             ctx.print(
                 f"The memories stay in database {ctx.settings.db!r}; look at them with:\n"

@@ -30,28 +30,17 @@ from mongostore.tools.cli.output import (
     Progress,
     _iso,
     _NotFinite,
-    _one_line,
     dumps,
     format_namespace,
     loads_json,
     parse_namespace,
 )
-from mongostore.tools.settings import (
-    check_field_path,
-)
-
-
-def _export_filter(prefix: tuple[str, ...], now: datetime) -> dict[str, Any]:
-    clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+from mongostore.tools.settings import _one_line, check_field_path
 
 
 def export_line(doc: Mapping[str, Any], index: Literal[False] | list[str] | None = None) -> str:
-    """One exported item as a JSON line (what ``import`` reads).
-
-    ``index`` is the item's own embedding choice, kept so ``import`` does the same:
-    ``False`` for an item put with ``index=False``, a list for per-item fields.
-    """
+    """One exported item as a JSON line (what ``import`` reads), with the item's own embedding choice
+    (``index``: ``False`` for an item put with ``index=False``, a list for per-item fields)."""
     record: dict[str, Any] = {
         "namespace": list(doc["namespace"]),
         "key": doc["key"],
@@ -70,11 +59,8 @@ _MULTI_TEXT = re.compile(r"\.\d+$")
 
 
 def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[Literal[False] | list[str] | None]:
-    """Each item's embedding choice, read back from what was stored (one vectors query per chunk).
-
-    No ``vectors`` on an item of an indexed store: it was put with ``index=False`` (or had
-    no text at the fields). Vectors at other fields than the store's: per-item ``index=[...]``.
-    """
+    """Each item's embedding choice, read back from what was stored (one vectors query per chunk):
+    no ``vectors`` is ``index=False`` (or no text), vectors at other fields are a per-item list."""
     if store.vectors_collection is None or store.index_config is None:
         return [None] * len(docs)
     default = set(store.index_config.get("fields") or ["$"])
@@ -95,17 +81,9 @@ def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[
 
 def cmd_export(ctx: Ctx) -> int:
     prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
-    filt = _export_filter(prefix, datetime.now(timezone.utc))
+    filt = {"$and": [c for c in (prefix_filter(prefix), not_expired(datetime.now(timezone.utc))) if c]}
     total = ctx.store.collection.count_documents(filt)
-    projection = {
-        "namespace": 1,
-        "key": 1,
-        "value": 1,
-        "created_at": 1,
-        "updated_at": 1,
-        "ttl_minutes": 1,
-        "vectors": 1,
-    }
+    fields = ("namespace", "key", "value", "created_at", "updated_at", "ttl_minutes", "vectors")
     target = ctx.args.out
     n = 0
     progress = Progress("export", total, enabled=None if ctx.progress else False)
@@ -113,7 +91,7 @@ def cmd_export(ctx: Ctx) -> int:
         to_stdout = target in (None, "-")
         sink: IO[str] = sys.stdout if to_stdout else stack.enter_context(open(target, "w", encoding="utf-8"))
         # A cursor, read in batches: the collection is never loaded as a whole.
-        cursor = ctx.store.collection.find(filt, projection).sort("_id", 1).batch_size(1000)
+        cursor = ctx.store.collection.find(filt, dict.fromkeys(fields, 1)).sort("_id", 1).batch_size(1000)
         stack.callback(cursor.close)
         chunk: list[Mapping[str, Any]] = []
 
@@ -136,7 +114,7 @@ def cmd_export(ctx: Ctx) -> int:
     if ctx.json and not to_stdout:
         ctx.emit(summary)  # the one JSON document on stdout
     elif ctx.json:
-        ctx.err.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
+        sys.stderr.write(dumps(ctx.envelope(summary)) + "\n")  # stdout holds the JSON Lines themselves
     else:
         ctx.warn(f"exported {n:,} item(s) under {format_namespace(prefix)} from {ctx.where} to {where}")
     return EXIT_OK
@@ -145,16 +123,12 @@ def cmd_export(ctx: Ctx) -> int:
 @dataclass
 class _Line:
     number: int
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    ttl: float | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    index: Literal[False] | list[str] | None = None
+    op: PutOp
+    stamps: dict[str, datetime]  # the line's created_at / updated_at, when given
 
-    def op(self) -> PutOp:
-        return PutOp(self.namespace, self.key, self.value, index=self.index, ttl=self.ttl)
+    @property
+    def id(self) -> tuple[tuple[str, ...], str]:
+        return self.op.namespace, self.op.key
 
 
 @dataclass
@@ -180,7 +154,6 @@ class _Rejected(Exception):
     def __init__(self, reason: str, error: str) -> None:
         super().__init__(error)
         self.reason = reason
-        self.error = error
 
 
 def _timestamp(record: Mapping[str, Any], name: str) -> datetime | None:
@@ -204,7 +177,7 @@ def _check_text(text: str, what: str) -> None:
         raise _Rejected("bad text", f"{what} holds a lone surrogate (not valid Unicode): {text!r}") from None
 
 
-def _surrogates(obj: Any, where: str, depth: int = 0) -> None:
+def _surrogates(obj: Any, where: str) -> None:
     """Reject strings BSON cannot encode (lone surrogates), naming where; no recursion limit surprises."""
     stack: list[tuple[Any, str]] = [(obj, where)]
     while stack:
@@ -257,17 +230,9 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
             ttl = _check_ttl(ttl, "ttl")
         except CLIError as exc:
             raise _Rejected("bad ttl", str(exc)) from None
-    index = _record_index(record)
-    return _Line(
-        number,
-        namespace,
-        key,
-        value,
-        None if ttl is None else float(ttl),
-        _timestamp(record, "created_at"),
-        _timestamp(record, "updated_at"),
-        index,
-    )
+    stamps = {name: _timestamp(record, name) for name in ("created_at", "updated_at")}
+    op = PutOp(namespace, key, value, index=_record_index(record), ttl=ttl)
+    return _Line(number, op, {name: at for name, at in stamps.items() if at is not None})
 
 
 def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
@@ -308,36 +273,27 @@ def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_time
     """Upsert one batch; per-item server rejections are recorded, the rest of the batch lands."""
     if not batch:
         return
-    ops = [b.op() for b in batch]
     failed: dict[tuple[tuple[str, ...], str], str] = {}
     try:
-        ctx.store.batch(ops)
+        ctx.store.batch([b.op for b in batch])
     except WriteError as exc:
         failed = {(ns, key): msg for ns, key, msg in exc.failures}
     except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError):
         # Checked per line already; if the store still refuses one, find it one by one:
         # one bad line never costs the good ones of its batch.
-        for b in list(batch):
+        for b in batch:
             try:
-                ctx.store.batch([b.op()])
+                ctx.store.batch([b.op])
             except (ValueError, TypeError, OverflowError, RecursionError, UnicodeError, WriteError) as exc:
-                failed[(b.namespace, b.key)] = _one_line(exc)
-    landed = []
+                failed[b.id] = _one_line(exc)
     for b in batch:
-        msg = failed.get((b.namespace, b.key))
-        if msg is None:
-            landed.append(b)
-        else:
-            summary.reject(b.number, "rejected by server", msg)
+        if b.id in failed:
+            summary.reject(b.number, "rejected by server", failed[b.id])
+    landed = [b for b in batch if b.id not in failed]
     summary.written += len(landed)
-    if keep_timestamps:
-        stamps = []
-        for b in landed:
-            dates = {k: v for k, v in (("created_at", b.created_at), ("updated_at", b.updated_at)) if v is not None}
-            if dates:
-                stamps.append(UpdateOne({"_id": item_id(b.namespace, b.key)}, {"$set": dates}))
-        if stamps:
-            ctx.store.collection.bulk_write(stamps, ordered=False)
+    stamps = [UpdateOne({"_id": item_id(*b.id)}, {"$set": b.stamps}) for b in landed if b.stamps]
+    if keep_timestamps and stamps:
+        ctx.store.collection.bulk_write(stamps, ordered=False)
 
 
 def cmd_import(ctx: Ctx) -> int:
@@ -368,7 +324,7 @@ def cmd_import(ctx: Ctx) -> int:
                 try:
                     parsed = parse_import_line(number, raw)
                 except _Rejected as rej:
-                    summary.reject(number, rej.reason, rej.error)
+                    summary.reject(number, rej.reason, str(rej))
                     parsed = None
                 if parsed is not None:
                     batch.append(parsed)
