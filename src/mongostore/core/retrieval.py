@@ -1,7 +1,7 @@
 """The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
 ``$rankFusion``) and what the modes need besides: their settings, index definitions and
 write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
-Pure code, no I/O: the search paths (``plan.paths``) and ``retrieval_plan`` use it.
+Pure code, no I/O: the search paths (``plan.paths``) and ``plan.setup`` use it.
 
 Every mode runs on the vectors collection, whose documents carry their text (``text``)
 while a mode is on: ``$rankFusion`` runs its input pipelines on one collection, and they
@@ -145,22 +145,16 @@ def hybrid_settings(spec: Any) -> HybridSettings:
 
 
 def vector_index_definition(
-    dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None
+    dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None = None
 ) -> dict[str, Any]:
-    """The vectors collection's ``vectorSearch`` index: ``embedding`` (``type: vector``), or
-    with automated embedding the stored ``text`` (``type: autoEmbed``); the same filter fields."""
-    base = q.vector_index_definition(dims, similarity, filter_fields)
-    if auto_embed is None:
-        return base
-    field = {
-        "type": "autoEmbed",
-        "modality": "text",
-        "path": TEXT_PATH,
-        "model": auto_embed.model,
-        "numDimensions": auto_embed.dims,
-        "similarity": similarity,
-    }
-    return {"fields": [field, *(f for f in base["fields"] if f["type"] != "vector")]}
+    """The vectors collection's ``vectorSearch`` index (what ``atlas-index.json`` holds): ``embedding``
+    (``type: vector``), or with automated embedding the stored ``text`` (``type: autoEmbed``); the filters."""
+    field: dict[str, Any] = {"type": "vector", "path": "embedding", "numDimensions": dims, "similarity": similarity}
+    if auto_embed is not None:
+        field = {"type": "autoEmbed", "modality": "text", "path": TEXT_PATH, "model": auto_embed.model}
+        field.update(numDimensions=auto_embed.dims, similarity=similarity)
+    filters = [{"type": "filter", "path": path} for path in ("ns_prefixes", *(f"value.{f}" for f in filter_fields))]
+    return {"fields": [field, *filters]}
 
 
 def text_index_definition() -> dict[str, Any]:

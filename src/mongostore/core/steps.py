@@ -94,6 +94,11 @@ class Capabilities:
         parts = re.findall(r"\d+", self.server_version)[:2]
         return (int(parts[0]), int(parts[1])) if len(parts) == 2 else None
 
+    def at_least(self, wanted: tuple[int, int]) -> bool:
+        """Emulated engines report no version: they say what they support by answering."""
+        found = self.version
+        return self.emulated or found is None or found >= wanted
+
 
 @dataclass(frozen=True)
 class ServerInfo:
@@ -154,18 +159,14 @@ class ListSearchIndexes:
 
 
 @dataclass(frozen=True)
-class CreateSearchIndex:
+class PutSearchIndex:
+    """``createSearchIndexes``, or with ``update`` ``updateSearchIndex`` (which keeps the index's type)."""
+
     role: Role
     name: str
     definition: dict[str, Any]
     type: str = "vectorSearch"  # or "search" (the hybrid mode's text index)
-
-
-@dataclass(frozen=True)
-class UpdateSearchIndex:
-    role: Role
-    name: str
-    definition: dict[str, Any]
+    update: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,8 +204,7 @@ Step = (
     | ListIndexes
     | EnsureCollection
     | ListSearchIndexes
-    | CreateSearchIndex
-    | UpdateSearchIndex
+    | PutSearchIndex
     | ShardKeys
     | ShardCollection
     | Sleep

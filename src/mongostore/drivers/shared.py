@@ -55,9 +55,8 @@ class Locked:
 class IOBase:
     """A store's collections, embedder and backend, and what it knows of the server.
 
-    ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state,
-    what searches need, asked again every ``recheck_seconds`` while the index is missing
-    or building.
+    ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state, what searches need,
+    asked again every ``recheck_seconds`` while the index is missing or building.
     """
 
     server: Capabilities | None = None
@@ -280,10 +279,11 @@ HANDLERS: dict[type[Any], Callable[[Any, Any], Any]] = {
     steps.ListIndexes: _list_indexes,
     steps.EnsureCollection: _ensure_collection,
     steps.ListSearchIndexes: lambda io, s: Rows(io.coll(s.role).list_search_indexes(s.name)),
-    steps.CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(
-        SearchIndexModel(s.definition, s.name, s.type)
+    steps.PutSearchIndex: lambda io, s: (
+        io.coll(s.role).update_search_index(s.name, s.definition)
+        if s.update
+        else io.coll(s.role).create_search_index(SearchIndexModel(s.definition, s.name, s.type))
     ),
-    steps.UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     steps.ShardKeys: _shard_keys,
     steps.ShardCollection: _shard_collection,
     steps.Sleep: lambda io, s: io.sleep(s.seconds),

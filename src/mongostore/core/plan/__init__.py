@@ -10,6 +10,5 @@ from mongostore.core.plan.context import *  # noqa: F403
 from mongostore.core.plan.paths import *  # noqa: F403
 from mongostore.core.plan.probe import *  # noqa: F403
 from mongostore.core.plan.setup import *  # noqa: F403
-from mongostore.core.plan.state import *  # noqa: F403
 from mongostore.core.plan.status import *  # noqa: F403
 from mongostore.core.plan.validate import *  # noqa: F403

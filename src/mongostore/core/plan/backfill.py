@@ -23,19 +23,6 @@ logger = logging.getLogger("mongostore")
 ITEMS_PER_READ = 1000
 
 
-def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
-    """The filter field names of ``wanted`` (``value.<field>`` paths) that the existing definition lacks."""
-
-    def paths(defn: dict[str, Any] | None) -> set[str]:
-        return {
-            str(f["path"])
-            for f in (defn or {}).get("fields") or ()
-            if isinstance(f, dict) and f.get("type") == "filter" and str(f.get("path", "")).startswith("value.")
-        }
-
-    return sorted(p[len("value.") :] for p in paths(wanted) - paths(existing))
-
-
 def text_of(index: IndexSettings, value: dict[str, Any], field: str, hash_: str) -> str | None:
     """The text a vector document of ``field`` was embedded from, if the item still holds it.
 

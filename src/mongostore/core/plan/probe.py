@@ -67,11 +67,6 @@ def no_search_reason(exc: BaseException, emulated: bool = True) -> str | None:
     return None
 
 
-def is_no_search_error(exc: BaseException, emulated: bool = True) -> bool:
-    """A search stage or command failed because the server has no search at all."""
-    return no_search_reason(exc, emulated) is not None
-
-
 def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = False) -> Plan:
     """Server version and client-level bulk_write: ``buildInfo`` and ``hello`` only.
 

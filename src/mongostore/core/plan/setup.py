@@ -6,17 +6,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core import retrieval as _retrieval
-from mongostore.core import retrieval_plan as modes
-from mongostore.core.plan.backfill import added_filter_fields, backfill_filter_fields, backfill_texts
+from mongostore.core import retrieval as r
+from mongostore.core.plan.backfill import backfill_filter_fields, backfill_texts
 from mongostore.core.plan.context import Plan
+from mongostore.core.plan.paths import RANK_FUSION_VERSION, refuse_off_atlas
 from mongostore.core.plan.probe import no_search_reason
 from mongostore.core.steps import (
     Capabilities,
@@ -25,11 +24,11 @@ from mongostore.core.steps import (
     EnsureCollection,
     ListSearchIndexes,
     Probe,
+    PutSearchIndex,
     ServerInfo,
     ShardCollection,
     ShardKeys,
     Sleep,
-    UpdateSearchIndex,
 )
 from mongostore.errors import ConfigurationError, VectorIndexError
 
@@ -38,15 +37,42 @@ logger = logging.getLogger("mongostore")
 INDEX_ALREADY_EXISTS = 68
 INDEX_CONFLICT_CODES = frozenset({85, 86})  # an index of that name exists with other options / keys
 CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
+RERANK_VERSION = (8, 3)
 
 
-def _definition_key(defn: dict[str, Any]) -> tuple[Any, ...]:
+def _fields(defn: dict[str, Any] | None, kind: str) -> list[dict[str, Any]]:
+    """A search index definition's fields of one ``type`` (``vector``, ``filter``, ``autoEmbed``)."""
+    return [f for f in (defn or {}).get("fields") or () if isinstance(f, dict) and f.get("type") == kind]
+
+
+def _definition_key(defn: dict[str, Any] | None) -> tuple[Any, ...]:
     """What decides whether a vector index definition is the wanted one: vector, filter, autoEmbed fields."""
-    fields = defn.get("fields", [])
     return (
-        [(f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"],
-        sorted(f.get("path") for f in fields if f.get("type") == "filter"),
-        [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields if f.get("type") == "autoEmbed"],
+        [(f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in _fields(defn, "vector")],
+        sorted(f.get("path") for f in _fields(defn, "filter")),
+        [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in _fields(defn, "autoEmbed")],
+    )
+
+
+def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
+    """The filter field names of ``wanted`` (``value.<field>`` paths) that the existing definition lacks."""
+    added = set(_definition_key(wanted)[1]) - set(_definition_key(existing)[1])
+    return sorted(p[len("value.") :] for p in added if p.startswith("value."))
+
+
+def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any]) -> VectorIndexError | None:
+    """The error for an update that would change an automated-embedding field (None: it may
+    run): mongot never updates ``autoEmbed`` fields (``AutoEmbeddingIndexValidator``)."""
+    before, after = _definition_key(existing)[2], _definition_key(wanted)[2]
+    # (None before: a vector index may become an automated-embedding one; the server says if not.)
+    if not before or before == after:
+        return None
+    return VectorIndexError(
+        f"vector search index {name!r} would have to change its automated embedding (autoEmbed) field "
+        f"({_fields(existing, 'autoEmbed')} -> {_fields(wanted, 'autoEmbed') or 'none'}); MongoDB never updates "
+        "autoEmbed fields in place, on Atlas or anywhere else: drop the index and let setup() create it again "
+        f"(vectors_collection.drop_search_index({name!r}), then store.setup(); searches fail until it is built), "
+        "or set index_name to a new name to build the new index next to the old one"
     )
 
 
@@ -77,10 +103,10 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
     yield from backfill_texts(index)  # vector documents from before a mode that reads their text
     if index.vector_search == "local":
-        _refuse_atlas_only(index, "vector_search='local' set in index config")
+        refuse_off_atlas(index, "vector_search='local' set in index config")
         logger.info("vector_search='local' set in index config: searches rank locally")
         return None
-    wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
+    wanted = r.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
     try:
         existing = yield ListSearchIndexes("vectors", index.index_name)
@@ -88,13 +114,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         if (yield from _rank_locally(exc, index, server)):
             return None
         raise
-    # The server answers search-index commands: a mode it cannot run (reranking before 8.3)
-    # fails now, and hybrid's $search index is built next to the vector index.
-    modes.setup_checks(index, replace(server, vector_search=True))
-    text_index = yield from modes.text_index_plan(index, server)
-    if text_index is not None:
-        text_name, text_wanted = text_index
-        yield from wait_until_ready(text_name, "search index", lambda d: d == text_wanted, index.setup_timeout)
+    yield from _mode_checks(index, server)  # the server answers search-index commands
     latest = (existing[0].get("latestDefinition") or {}) if existing else None
     if not (yield from _create_or_update(index, latest, wanted, server)):
         return None
@@ -192,7 +212,7 @@ def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) ->
     why = None if index.vector_search == "atlas" else no_search_reason(exc, server.emulated)
     if why is None:
         return False
-    _refuse_atlas_only(index, why)
+    refuse_off_atlas(index, why)
     logger.info("no vector search on this server (%s): searches rank locally", why)
     yield DisableVectorSearch(why)
     return True
@@ -205,17 +225,21 @@ def _create_or_update(
     False when the server turned out to have no search (searches rank locally)."""
     if latest is not None and _definition_key(latest) == _definition_key(wanted):
         return True
-    refused = modes.auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
+    refused = auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
     if refused is not None:  # before any I/O: mongot never updates autoEmbed fields
         raise refused
     try:
         if latest is None:
             logger.info("creating vector search index %r", index.index_name)
-            yield from modes.create_vector_index(index.index_name, wanted, index)
         else:
             logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
-            yield UpdateSearchIndex("vectors", index.index_name, wanted)
+        yield PutSearchIndex("vectors", index.index_name, wanted, update=latest is not None)
     except Exception as exc:
+        if latest is None and index.auto_embed is not None and isinstance(exc, OperationFailure):
+            raise VectorIndexError(
+                f"automated embedding (autoEmbed, model {index.auto_embed.model}) is not available on this server: "
+                f"{exc}. It needs MongoDB Atlas, or MongoDB 8.3+ with mongot and Voyage AI keys"
+            ) from exc
         # e.g. 115/59 from a pre-7.1 server whose empty index list told nothing
         if (yield from _rank_locally(exc, index, server)):
             return False
@@ -232,11 +256,36 @@ def _create_or_update(
     return True
 
 
-def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
-    """Automated embedding and reranking cannot rank locally: say so at ``setup()``."""
-    err = modes.needs_atlas(index, why)
-    if err is not None:
-        raise err
+def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan:
+    """On a server with search: refuse reranking before 8.3; create (or update) the hybrid mode's
+    ``$search`` index next to the vector index and wait until it is ``READY`` (before 8.0 hybrid
+    searches fuse locally)."""
+    if index.rerank is not None:
+        if not server.at_least(RERANK_VERSION):
+            raise ConfigurationError(
+                f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is "
+                f"{server.server_version}"
+            )
+        # setup() cannot see the project's Native Reranking setting, nor tell Atlas from a
+        # self-managed 8.3 (which has no $rerank): the first reranked search reports either.
+        logger.info(
+            "reranking with %s: this server has search (MongoDB %s); whether $rerank runs (Atlas with Native "
+            "Reranking enabled in the project) is not visible to setup(): the first reranked search reports it",
+            index.rerank.model,
+            server.server_version,
+        )
+    hybrid = index.hybrid
+    if hybrid is None:
+        return
+    if not server.at_least(RANK_FUSION_VERSION):
+        logger.info("no $rankFusion before MongoDB 8.0 (%s): hybrid searches fuse locally", server.server_version)
+        return
+    wanted = r.text_index_definition()  # on the vectors collection setup_plan made
+    found = yield ListSearchIndexes("vectors", hybrid.index_name)
+    if not found or (found[0].get("latestDefinition") or {}) != wanted:
+        logger.info("%s search index %r for hybrid search", "updating" if found else "creating", hybrid.index_name)
+        yield PutSearchIndex("vectors", hybrid.index_name, wanted, type="search", update=bool(found))
+    yield from wait_until_ready(hybrid.index_name, "search index", lambda d: d == wanted, index.setup_timeout)
 
 
 def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan:
