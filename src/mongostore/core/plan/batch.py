@@ -184,9 +184,7 @@ def batch_reads(state: BatchState) -> list[Step]:
     reads: list[Step] = []
     if state.gets:
         ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in state.gets))
-        filt: dict[str, Any] = {"_id": {"$in": ids}}
-        if cutoff is not None:
-            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        filt = q.all_of([{"_id": {"$in": ids}}, q.not_expired(cutoff)])
         reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
     for s in state.searches:
         if s.op.limit == 0:

@@ -228,9 +228,6 @@ class _Local:
         assert index is not None and s.query_vector is not None
         cutoff = ctx.expiry_cutoff
 
-        def live(filt: dict[str, Any]) -> dict[str, Any]:
-            return filt if cutoff is None else {"$and": [filt, q.not_expired(cutoff)]}
-
         cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
         items = first[0]
         if len(first) > 1:
@@ -240,7 +237,7 @@ class _Local:
         end = offset + limit
         ranking = cache.rank(s.query_vector, items, index.similarity, end)
         if ranking.missing:
-            missing = live({"item_id": {"$in": ranking.missing}})
+            missing = q.all_of([{"item_id": {"$in": ranking.missing}}, q.not_expired(cutoff)])
             cache.add_documents((yield Find("vectors", missing, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
             ranking = cache.rank(s.query_vector, items, index.similarity, end)
         gone: frozenset[tuple[str, str]] = frozenset()
@@ -250,7 +247,8 @@ class _Local:
             reads: list[Step] = []
             if page:
                 reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, PAGE_PROJECTION))
-                check = live(q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded))
+                held_filter = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
+                check = q.all_of([held_filter, q.not_expired(cutoff)])
                 reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
                 # Newest first, as the Atlas path's: items listing no hash, and those whose hashes
@@ -258,8 +256,7 @@ class _Local:
                 unscored: dict[str, Any] = {"vectors.0": {"$exists": False}}
                 if ranking.absent:
                     unscored = {"$or": [unscored, {"_id": {"$in": ranking.absent}}]}
-                base = q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded)
-                filt = {"$and": [base, unscored]} if base else unscored
+                filt = q.all_of([q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded), unscored])
                 skip = max(0, offset - ranking.n_scored)
                 reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit - len(page)))
             if not reads:

@@ -13,7 +13,7 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 
 from mongostore.core.codec import unencodable
-from mongostore.core.queries.namespaces import not_expired, prefix_filter
+from mongostore.core.queries.namespaces import all_of, not_expired, prefix_filter
 from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.errors import InvalidFilterError
 
@@ -294,9 +294,7 @@ def value_filter(filter: Mapping[str, Any] | None, base: str = "value", _depth: 
             clauses.append({name: [s or {} for s in subs]})
         else:
             clauses.extend(_field_clauses(name, spec, base, _depth))
-    if not clauses:
-        return {}
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+    return all_of(clauses)
 
 
 def search_filter(
@@ -304,12 +302,5 @@ def search_filter(
 ) -> dict[str, Any]:
     """The ``find`` filter of a plain search: prefix, value filter, expiry; ``sharded`` (behind mongos):
     the prefix's ``_id`` range too, so mongos targets the shards that hold it (``queries.sharding``)."""
-    parts = [prefix_filter(namespace_prefix), value_filter(filter)]
-    if sharded:
-        parts.insert(1, shard_range_filter(namespace_prefix))
-    if now is not None:
-        parts.append(not_expired(now))
-    parts = [p for p in parts if p]
-    if not parts:
-        return {}
-    return parts[0] if len(parts) == 1 else {"$and": parts}
+    shard_range = shard_range_filter(namespace_prefix) if sharded else {}
+    return all_of([prefix_filter(namespace_prefix), shard_range, value_filter(filter), not_expired(now)])

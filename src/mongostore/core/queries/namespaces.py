@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from langgraph.store.base import MatchCondition
 
 from mongostore.core.codec import namespace_path
-from mongostore.core.queries.sharding import literal_prefix, with_shard_range
+from mongostore.core.queries.sharding import literal_prefix, shard_range_filter
 from mongostore.errors import InvalidFilterError
 
 
-def prefix_filter(namespace_prefix: tuple[str, ...], field_name: str = "path") -> dict[str, Any]:
+def prefix_filter(namespace_prefix: tuple[str, ...]) -> dict[str, Any]:
     """Items whose namespace starts with the prefix: an anchored, option-free ``$regex`` (``("a",)``:
     ``^a\\.``, never ``("ab",)``) that scans only the literal prefix's index range; ``()``: no condition."""
     if not namespace_prefix:
         return {}
-    return {field_name: {"$regex": "^" + re.escape(namespace_path(namespace_prefix))}}
+    return {"path": {"$regex": "^" + re.escape(namespace_path(namespace_prefix))}}
 
 
-def not_expired(now: datetime) -> dict[str, Any]:
-    """Documents without an expiry, or whose expiry is still ahead."""
-    return {"expires_at": {"$not": {"$lte": now}}}
+def not_expired(now: datetime | None) -> dict[str, Any]:
+    """Documents without an expiry, or whose expiry is still ahead; ``{}`` when ``now`` is None."""
+    return {} if now is None else {"expires_at": {"$not": {"$lte": now}}}
+
+
+def all_of(conditions: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The conditions that are not empty: ``{}`` for none, the one itself, or their ``$and``."""
+    kept = [c for c in conditions if c]
+    if len(kept) == 1:
+        return kept[0]
+    return {"$and": kept} if kept else {}
 
 
 def _condition_regex(cond: MatchCondition) -> str:
@@ -60,31 +68,21 @@ def list_namespaces_pipeline(
     conditions: Sequence[MatchCondition] | None,
     max_depth: int | None,
     now: datetime | None,
-    offset: int | None = None,
-    limit: int | None = None,
+    offset: int,
+    limit: int,
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
-    """Distinct namespaces (truncated to ``max_depth``) meeting the conditions: all, for the client to sort,
-    or with ``limit`` paged on the server by each group's smallest ``ns_key`` (which sorts as the tuples).
-    ``sharded``: the conditions' literal prefix's ``_id`` range first, so mongos targets its shards."""
-    match: dict[str, Any] = namespaces_match(conditions)
-    if sharded:
-        match = with_shard_range(match, literal_prefix(conditions))
-    if now is not None:
-        match = {"$and": [match, not_expired(now)]} if match else not_expired(now)
+    """A page of the distinct namespaces (truncated to ``max_depth``) meeting the conditions, sorted on the
+    server by each group's smallest ``ns_key`` (which sorts as the tuples). ``sharded``: the conditions'
+    literal prefix's ``_id`` range first, so mongos targets its shards."""
+    shard_range = shard_range_filter(literal_prefix(conditions)) if sharded else {}
+    match = all_of([shard_range, namespaces_match(conditions), not_expired(now)])
     ns: Any = "$namespace"
     if max_depth == 0:
         ns = {"$literal": []}  # $slice with 0 is not something to rely on across servers
     elif max_depth is not None:
         ns = {"$slice": ["$namespace", max_depth]}
-    pipeline: list[dict[str, Any]] = []
-    if match:
-        pipeline.append({"$match": match})
-    if limit is None:
-        pipeline.append({"$group": {"_id": ns}})
-        return pipeline
-    if limit < 1 or offset is None or offset < 0:
-        raise ValueError(f"server-side paging needs limit >= 1 and offset >= 0, got {limit!r}, {offset!r}")
+    pipeline: list[dict[str, Any]] = [{"$match": match}] if match else []
     pipeline.append({"$group": {"_id": ns, "k": {"$min": "$" + NS_KEY}}})
     pipeline.extend([{"$sort": {"k": 1}}, {"$skip": offset}, {"$limit": limit}, {"$project": {"_id": 1}}])
     return pipeline

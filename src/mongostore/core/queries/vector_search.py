@@ -8,7 +8,7 @@ from typing import Any
 
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
-from mongostore.core.queries.namespaces import not_expired
+from mongostore.core.queries.namespaces import all_of, not_expired
 from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.core.queries.writes import float32_vector
 
@@ -38,8 +38,7 @@ def vector_prefilter(
             post[name] = spec
             if nested_fields and name not in LOGICAL_OPS:
                 pre.extend(_nested_conditions(name, spec, nested_fields))
-    pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
-    return pre_filter, post
+    return all_of(pre), post
 
 
 def _condition(path: str, spec: Any) -> dict[str, Any]:
@@ -184,15 +183,11 @@ def scored_page_stages(
         if similarity == "euclidean":
             final = {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
-    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
-    vf = value_filter(post_filter, base="item.value")
-    if vf:
-        item_match.append(vf)
-    if now is not None:
-        item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
+    listed = {"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}
+    unexpired = {"item.expires_at": {"$not": {"$lte": now}}} if now is not None else {}
     valid: list[dict[str, Any]] = [
         {"$unwind": "$item"},
-        {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
+        {"$match": all_of([listed, value_filter(post_filter, base="item.value"), unexpired])},
         {"$group": {"_id": "$item_id", "score": {"$max": "$score"}}},
     ]
     page: list[dict[str, Any]] = [
@@ -253,16 +248,9 @@ def vector_candidates_filter(
 ) -> dict[str, Any]:
     """The local path's vector documents under the prefix (multikey index on ns_prefixes);
     ``sharded``: the prefix's ``item_id`` range too, for mongos to target."""
-    parts: list[dict[str, Any]] = []
-    if namespace_prefix and sharded:
-        parts.append(shard_range_filter(namespace_prefix, "vectors"))
-    if namespace_prefix:
-        parts.append({"ns_prefixes": namespace_path(namespace_prefix)})
-    if now is not None:
-        parts.append(not_expired(now))
-    if not parts:
-        return {}
-    return parts[0] if len(parts) == 1 else {"$and": parts}
+    shard_range = shard_range_filter(namespace_prefix, "vectors") if sharded else {}
+    prefix = {"ns_prefixes": namespace_path(namespace_prefix)} if namespace_prefix else {}
+    return all_of([shard_range, prefix, not_expired(now)])
 
 
 def unscored_pipeline(
