@@ -1,6 +1,6 @@
 """The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
-``$rankFusion``) and what the modes need besides: their settings, index definitions and
-write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
+``$rankFusion``) and what the modes need besides: their settings and index definitions,
+and the exact local fusion the hybrid mode falls back to off Atlas.
 Pure code, no I/O: the search paths (``plan.paths``) and ``plan.setup`` use it.
 
 Every mode runs on the vectors collection, whose documents carry their text (``text``)
@@ -11,7 +11,6 @@ is stated there too ("Stated meaning of the hybrid score", "Reranked score").
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -169,26 +168,6 @@ def text_index_definition() -> dict[str, Any]:
             },
         }
     }
-
-
-# --------------------------------------------------------------------------- writes
-
-
-def with_text(req: q.WriteRequest, text: str) -> q.WriteRequest:
-    """A vector upsert that also stores its text (for ``$search`` and ``$rerank``)."""
-    assert isinstance(req.update, dict)  # vector writes are plain updates, never pipelines
-    update = {k: dict(v) if isinstance(v, Mapping) else v for k, v in req.update.items()}
-    update["$set"][TEXT_PATH] = text
-    return dataclasses.replace(req, update=update)
-
-
-def auto_vector_request(req: q.WriteRequest, text: str) -> q.WriteRequest:
-    """A vector document for automated embedding: the text, no client-side embedding."""
-    out = with_text(req, text)
-    assert isinstance(out.update, dict)
-    out.update["$set"].pop("embedding", None)
-    out.update.setdefault("$unset", {})["embedding"] = ""
-    return out
 
 
 # --------------------------------------------------------------------------- the Atlas pipeline

@@ -14,10 +14,9 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, Sea
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core import retrieval as r
 from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, extract_texts, item_id, text_hash
 from mongostore.core.plan.context import LARGE_BATCH, BatchState, PendingPut, PendingSearch, Plan, PlanContext
-from mongostore.core.plan.paths import fall_back, path_for, search_path, uses_modes
+from mongostore.core.plan.paths import fall_back, path_for, search_path
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
 from mongostore.core.steps import (
     Aggregate,
@@ -150,8 +149,7 @@ def query_phase(state: BatchState) -> Plan:
         return None
     caps = yield Probe(index.index_name)
     state.caps, state.use_atlas = caps, caps.vector_search
-    if uses_modes(index):
-        path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
+    path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
     if index.auto_embed is not None:  # automated embedding: Atlas embeds the query text
         return None
     vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in state.semantic)), index)
@@ -329,16 +327,14 @@ def _vector_requests(
         if old.get(fname) == h:
             unchanged = True
             continue
-        if index.auto_embed is not None:
-            req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl, p.id)
-            req = r.auto_vector_request(req, text)
-        else:
+        vec = None  # automated embedding: Atlas embeds the stored text
+        if index.auto_embed is None:
             vec = state.packed[text]
             cached.append((len(requests), p.id, fname, h, vec))
-            req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id)
-            if index.stores_text:
-                req = r.with_text(req, text)
-        requests.append(req)
+        stored_text = text if index.stores_text else None
+        requests.append(
+            q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id, stored_text)
+        )
     if old and not p.texts.keys() >= old.keys():
         requests.append(q.prune_vectors_request(p.namespace, p.key, list(p.texts)))
     if unchanged:

@@ -58,19 +58,18 @@ class SearchPath(Protocol):
 def search_path(state: BatchState) -> SearchPath:
     """The path of the batch's semantic searches now (``$vectorSearch`` may have been refused
     since: the reads are then built again); an Atlas-only mode on a server without it raises."""
-    index = state.index
-    if uses_modes(index):
-        assert index is not None and state.caps is not None
-        if path_for(index, state.caps, state.use_atlas) == "local":
-            return FUSION
-    return ATLAS if state.use_atlas else LOCAL
+    index, caps = state.index, state.caps
+    assert index is not None and caps is not None
+    if path_for(index, caps, state.use_atlas) == "atlas":
+        return ATLAS
+    return FUSION if index.hybrid is not None else LOCAL
 
 
 def fall_back(state: BatchState, exc: Exception) -> Plan:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
     assert index is not None
-    if uses_modes(index) and state.caps is not None:  # a refused $rerank raises here
+    if state.caps is not None:  # a refused $rerank raises here
         caps = refused_stage(exc, index, state.caps)
         if caps is not None:  # $rankFusion refused: fuse locally, $vectorSearch stays on
             state.caps = caps
@@ -89,13 +88,8 @@ def fall_back(state: BatchState, exc: Exception) -> Plan:
     else:
         raise exc
     state.use_atlas = False
-    if uses_modes(index):
+    if index.stores_text:
         state.caps = yield Probe()  # its detail now says why (a mode may need to name it)
-
-
-def uses_modes(index: IndexSettings | None) -> bool:
-    """Whether this index has a retrieval mode (whose path depends on the server's stages)."""
-    return index is not None and index.stores_text
 
 
 def refuse_off_atlas(index: IndexSettings, detail: str) -> None:

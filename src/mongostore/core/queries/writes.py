@@ -123,24 +123,25 @@ def put_vector_request(
     key: str,
     field_name: str,
     hash_: str,
-    embedding: Sequence[float] | Binary,
+    embedding: Sequence[float] | Binary | None,
     value_fields: Mapping[str, Any],
     now: datetime,
     ttl_minutes: float | None,
     iid: str = "",
+    text: str | None = None,
 ) -> WriteRequest:
     """Upsert of one vector document (one indexed field), its embedding a packed float32 BinData vector:
-    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``."""
+    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``.
+    ``text``: stored too (``$search``, ``$rerank`` read it); no ``embedding``: Atlas embeds the text."""
     iid = iid or item_id(namespace, key)
     update = _retag_update(value_fields, now, ttl_minutes)
-    update["$set"] = {
-        "item_id": iid,
-        "field": field_name,
-        "text_hash": hash_,
-        "ns_prefixes": ancestor_paths(namespace),
-        "embedding": embedding if isinstance(embedding, Binary) else float32_vector(embedding),
-        **update["$set"],
-    }
+    update["$set"].update(item_id=iid, field=field_name, text_hash=hash_, ns_prefixes=ancestor_paths(namespace))
+    if embedding is None:
+        update.setdefault("$unset", {})["embedding"] = ""
+    else:
+        update["$set"]["embedding"] = embedding if isinstance(embedding, Binary) else float32_vector(embedding)
+    if text is not None:
+        update["$set"]["text"] = text  # retrieval.TEXT_PATH
     return WriteRequest(
         "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
     )
