@@ -14,8 +14,30 @@ from mongostore.errors import PipelineError
 
 #: Stages a user pipeline may hold: each reads only the documents flowing into it.
 ALLOWED_STAGES = frozenset(
-    "$match $project $addFields $set $unset $group $sort $skip $limit $count $unwind $bucket $bucketAuto $facet "
-    "$replaceRoot $replaceWith $sample $sortByCount $redact $setWindowFields $densify $fill".split()
+    {
+        "$match",
+        "$project",
+        "$addFields",
+        "$set",
+        "$unset",
+        "$group",
+        "$sort",
+        "$skip",
+        "$limit",
+        "$count",
+        "$unwind",
+        "$bucket",
+        "$bucketAuto",
+        "$facet",
+        "$replaceRoot",
+        "$replaceWith",
+        "$sample",
+        "$sortByCount",
+        "$redact",
+        "$setWindowFields",
+        "$densify",
+        "$fill",
+    }
 )
 
 #: Allowed stages that mongomock 4.3 does not implement (they raise NotImplementedError

@@ -52,7 +52,6 @@ class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
     deleted: int = 0
     round_trips: int = 0
-    matched: int = 0  # documents the updates matched (0 when the bulk reported per-request errors)
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ def batch_reads(state: BatchState) -> list[Step]:
         )
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts:
-        filt = {"item_id": {"$in": [p.id for p in state.put_list]}}
+        filt = {"item_id": {"$in": [p.id for p in state.puts.values()]}}
         projection = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1}
         reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
     return reads
@@ -241,7 +241,7 @@ def embed_phase(state: BatchState) -> Plan:
     if index is None or index.auto_embed is not None:
         return None
     to_embed: dict[str, None] = {}
-    for p in state.put_list:
+    for p in state.puts.values():
         old = state.stored.get(p.id, {})
         for fname, (text, h) in p.texts.items():
             if old.get(fname) != h:
@@ -266,7 +266,7 @@ def write_phase(state: BatchState) -> Plan:
     write is reported in it). The time is read now, after the embedding call; each put gets its own
     millisecond, the last put "now", so newest-first lists a batch in op order."""
     now = state.ctx.clock()
-    put_ids = {p.id for p in state.put_list}
+    put_ids = {p.id for p in state.puts.values()}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
     by_ttl: dict[float, list[str]] = {}
     for iid, ttl in refresh.items():
@@ -297,7 +297,7 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
     cached: Cached = []
     ms = timedelta(milliseconds=1)
     at = now - ms * len(state.puts)
-    for p in state.put_list:
+    for p in state.puts.values():
         at += ms
         if p.value is None:
             if cache is not None:

@@ -107,10 +107,6 @@ class BatchState:
         """The semantic searches that want a page (limit > 0)."""
         return [s for s in self.searches if s.semantic and s.op.limit > 0]
 
-    @property
-    def put_list(self) -> list[PendingPut]:
-        return list(self.puts.values())
-
     def note_refresh(self, pos: int, docs: list[dict[str, Any]], wanted: bool) -> None:
         """Read ``pos`` returned ``docs``; with ``refresh_ttl`` (``wanted``) the write refreshes their TTLs."""
         if not wanted:

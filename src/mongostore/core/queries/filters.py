@@ -31,9 +31,35 @@ def _reject(msg: str, note: str = "") -> InvalidFilterError:
 
 # MongoDB's own query operators that filters refuse: a name among them is meant as one.
 MQL_OPERATORS = frozenset(
-    "$where $expr $function $regex $options $not $nor $elemMatch $size $type $mod $text $search $all $jsonSchema "
-    "$geoWithin $geoIntersects $near $nearSphere $bitsAllSet $bitsAllClear $bitsAnySet $bitsAnyClear $comment $rand "
-    "$sampleRate $accumulator".split()
+    [
+        "$where",
+        "$expr",
+        "$function",
+        "$regex",
+        "$options",
+        "$not",
+        "$nor",
+        "$elemMatch",
+        "$size",
+        "$type",
+        "$mod",
+        "$text",
+        "$search",
+        "$all",
+        "$jsonSchema",
+        "$geoWithin",
+        "$geoIntersects",
+        "$near",
+        "$nearSphere",
+        "$bitsAllSet",
+        "$bitsAllClear",
+        "$bitsAnySet",
+        "$bitsAnyClear",
+        "$comment",
+        "$rand",
+        "$sampleRate",
+        "$accumulator",
+    ]
 )
 # Why a value's own field named like an operator ("$ref", "$schema") cannot be filtered on.
 DOLLAR_FIELDS = (
