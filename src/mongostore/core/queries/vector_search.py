@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
-from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
-from mongostore.core.queries.namespaces import all_of, not_expired
+from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, all_of, not_expired, search_filter, value_filter
 from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.core.queries.writes import float32_vector
 

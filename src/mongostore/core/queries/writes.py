@@ -14,7 +14,7 @@ import numpy.typing as npt
 from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
 
 from mongostore.core.codec import ancestor_paths, item_id, namespace_key, namespace_path, vector_id
-from mongostore.core.queries.namespaces import NS_KEY
+from mongostore.core.queries.filters import NS_KEY
 
 Role = Literal["items", "vectors"]
 
