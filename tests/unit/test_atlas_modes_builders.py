@@ -12,8 +12,7 @@ from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core.codec import text_hash
 from mongostore.core.plan import paths as modes
-from mongostore.core.plan.backfill import text_of
-from mongostore.core.plan.setup import added_filter_fields, auto_embed_change
+from mongostore.core.plan.setup import added_filter_fields, auto_embed_change, text_of
 from mongostore.core.steps import Capabilities
 from mongostore.errors import ConfigurationError
 from mongostore.tools.embeddings import HashingEmbeddings

@@ -209,7 +209,7 @@ def atlas_pipeline(
         stages = [{"$rankFusion": {"input": {"pipelines": pipelines}, "combination": {"weights": weights}}}]
     if rerank is not None:
         # The $rerank page: "the query fails if a path field does not exist": a vector document
-        # written before a mode stored text has none until setup() gives it (``plan.backfill``).
+        # written before a mode stored text has none until setup() gives it (``plan.setup.backfill_texts``).
         spec = {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": rerank.candidates}
         stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": {**spec, "model": rerank.model}}]
     similarity = index.similarity if hybrid is None and rerank is None else None

@@ -4,7 +4,6 @@ written once for ``MongoStore`` and ``AsyncMongoStore``. The package holds its m
 names: ``from mongostore.core.plan import batch_plan``.
 """
 
-from mongostore.core.plan.backfill import *  # noqa: F403
 from mongostore.core.plan.batch import *  # noqa: F403
 from mongostore.core.plan.context import *  # noqa: F403
 from mongostore.core.plan.paths import *  # noqa: F403
