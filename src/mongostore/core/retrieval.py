@@ -1,12 +1,10 @@
-"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
-``$rankFusion``) and what the modes need besides: their settings and index definitions,
-and the exact local fusion the hybrid mode falls back to off Atlas.
-Pure code, no I/O: the search paths (``plan.paths``) and ``plan.setup`` use it.
+"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid ``$rankFusion``) and what the
+modes need besides: their settings and index definitions, and the exact local fusion the hybrid mode falls back to off
+Atlas. Pure code, no I/O: the search paths (``plan.paths``) and ``plan.setup`` use it.
 
-Every mode runs on the vectors collection, whose documents carry their text (``text``)
-while a mode is on: ``$rankFusion`` runs its input pipelines on one collection, and they
-may only select (docs/decisions.md, "The sidecar layout"). What each mode's score means
-is stated there too ("Stated meaning of the hybrid score", "Reranked score").
+Every mode runs on the vectors collection, whose documents carry their text (``text``) while a mode is on:
+``$rankFusion`` runs its input pipelines on one collection, and they may only select (docs/decisions.md, "The sidecar
+layout"). What each mode's score means is stated there too ("Stated meaning of the hybrid score", "Reranked score").
 """
 
 from __future__ import annotations
@@ -181,10 +179,9 @@ def atlas_pipeline(
     query_vector: Sequence[float] | None,
     k: int,
 ) -> list[dict[str, Any]]:
-    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's
-    text with automated embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both
-    selection pipelines, ``depth`` each); reranking ``$rerank``s the first ``candidates``
-    hits. Then ``queries.scored_page_stages``."""
+    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's text with automated
+    embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both selection pipelines, ``depth`` each);
+    reranking ``$rerank``s the first ``candidates`` hits. Then ``queries.scored_page_stages``."""
     query = str(op.query)
     hybrid, rerank = index.hybrid, index.rerank
     if hybrid is not None:
@@ -271,9 +268,8 @@ def local_fusion(
     text_scores: Sequence[float],
     hybrid: HybridSettings,
 ) -> dict[str, float]:
-    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as
-    ``$rankFusion``: each ranking cut at ``depth`` (the lexical one holds only texts that
-    match a query term), ranks from 1, ties by key."""
+    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as ``$rankFusion``: each ranking cut
+    at ``depth`` (the lexical one holds only texts that match a query term), ranks from 1, ties by key."""
     fused: dict[str, float] = {}
     rankings = (
         (hybrid.vector_weight, _ranking(keys, vector_scores, hybrid.depth, positive_only=False)),

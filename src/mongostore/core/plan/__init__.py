@@ -1,7 +1,6 @@
-"""Plans: generators that yield ``steps``, receive their answers and return a store operation's
-result, with no I/O. The drivers (``run_sync`` / ``run_async``) pump them, so each operation is
-written once for ``MongoStore`` and ``AsyncMongoStore``. The package holds its modules' public
-names: ``from mongostore.core.plan import batch_plan``.
+"""Plans: generators that yield ``steps``, receive their answers and return a store operation's result, with no I/O.
+The drivers (``run_sync`` / ``run_async``) pump them, so each operation is written once for ``MongoStore`` and
+``AsyncMongoStore``. The package holds its modules' public names: ``from mongostore.core.plan import batch_plan``.
 """
 
 from mongostore.core.plan.batch import *  # noqa: F403

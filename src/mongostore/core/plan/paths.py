@@ -1,16 +1,15 @@
-"""The search path of a semantic search (``search_path``): the reads it joins the batch's
-one ``Parallel`` with, and its page from their answers, filled as InMemoryStore does
-(scored items best first, then the items with no valid vector, newest first).
+"""The search path of a semantic search (``search_path``): the reads it joins the batch's one ``Parallel`` with, and
+its page from their answers, filled as InMemoryStore does (scored items best first, then the items with no valid
+vector, newest first).
 
 - ``ATLAS``: pages of the index's Atlas pipeline (``retrieval.atlas_pipeline``: plain
   ``$vectorSearch``, automated embedding, ``$rerank``, hybrid ``$rankFusion``);
 - ``LOCAL``: exact ranking in the client, for servers without ``$vectorSearch``;
 - ``FUSION``: the hybrid mode's exact local fusion, where ``$rankFusion`` is not.
 
-Automated embedding and reranking need Atlas: elsewhere ``setup()`` and every search raise a
-``ConfigurationError`` naming the feature. Adding a mode means its stages in
-``retrieval.atlas_pipeline``, which servers run it here (``path_for``) and its index in
-``plan.setup``; the batch sees only this protocol.
+Automated embedding and reranking need Atlas: elsewhere ``setup()`` and every search raise a ``ConfigurationError``
+naming the feature. Adding a mode means its stages in ``retrieval.atlas_pipeline``, which servers run it here
+(``path_for``) and its index in ``plan.setup``; the batch sees only this protocol.
 """
 
 from __future__ import annotations
@@ -131,10 +130,9 @@ def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Liter
 def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) -> Capabilities | None:
     """A search read failed: was it the server refusing ``$rerank`` or ``$rankFusion``?
 
-    Read narrowly (issue 28): an unknown stage (40324), a feature-flagged one (224) or an
-    uncoded refusal, naming the stage. ``$rankFusion``: the capabilities for this batch,
-    hybrid searches fusing locally. ``$rerank``: raises. Neither switches off
-    ``$vectorSearch``. None: not such a refusal (read as for any search).
+    Read narrowly (issue 28): an unknown stage (40324), a feature-flagged one (224) or an uncoded refusal, naming the
+    stage. ``$rankFusion``: the capabilities for this batch, hybrid searches fusing locally. ``$rerank``: raises.
+    Neither switches off ``$vectorSearch``. None: not such a refusal (read as for any search).
     """
     if not isinstance(exc, OperationFailure) or exc.code not in (UNRECOGNIZED_STAGE, QUERY_FEATURE_NOT_ALLOWED, None):
         return None
@@ -273,9 +271,8 @@ class _Local:
 
 class _Fusion:
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
-        """The candidate items, and the texts in scope: those the Atlas rankings see (the
-        prefix and the pre-filterable conditions), expired or stale ones included (they are
-        dropped after)."""
+        """The candidate items, and the texts in scope: those the Atlas rankings see (the prefix and the pre-filterable
+        conditions), expired or stale ones included (they are dropped after)."""
         op, cutoff = s.op, state.ctx.expiry_cutoff
         assert state.index is not None
         scope, _ = q.vector_prefilter(op.namespace_prefix, op.filter, state.index.filter_fields)

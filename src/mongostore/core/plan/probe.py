@@ -36,9 +36,8 @@ TRUSTED_EMPTY_LIST_VERSION = (7, 1)
 def is_index_unavailable(exc: BaseException) -> bool:
     """mongot refused the query because the index has not finished its first build.
 
-    mongot's ``LuceneVectorIndex.throwIfUnavailableForQuerying``: "cannot query vector
-    index ... while in state INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no
-    code, so mongod reports 8 (UnknownError).
+    mongot's ``LuceneVectorIndex.throwIfUnavailableForQuerying``: "cannot query vector index ... while in state
+    INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no code, so mongod reports 8 (UnknownError).
     """
     return isinstance(exc, OperationFailure) and exc.code in (8, None) and "cannot query vector index" in str(exc)
 

@@ -91,9 +91,8 @@ def _recreate_advice(name: str) -> str:
 def setup_plan(index: IndexSettings | None) -> Plan:
     """Create B-tree and TTL indexes, and the vector index when the server has search.
 
-    Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot
-    target (``cluster_checks``), creates ``path_key`` non-unique, and never shards a
-    collection itself (docs/scaling.md).
+    Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot target (``cluster_checks``),
+    creates ``path_key`` non-unique, and never shards a collection itself (docs/scaling.md).
     """
     server: Capabilities = yield ServerInfo()
     specs = q.item_indexes(sharded=server.sharded)
@@ -261,9 +260,8 @@ def _create_or_update(
 
 
 def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan:
-    """On a server with search: refuse reranking before 8.3; create (or update) the hybrid mode's
-    ``$search`` index next to the vector index and wait until it is ``READY`` (before 8.0 hybrid
-    searches fuse locally)."""
+    """On a server with search: refuse reranking before 8.3; create (or update) the hybrid mode's ``$search`` index
+    next to the vector index and wait until it is ``READY`` (before 8.0 hybrid searches fuse locally)."""
     if index.rerank is not None:
         if not server.at_least(RERANK_VERSION):
             raise ConfigurationError(
@@ -327,11 +325,10 @@ def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], b
 
 
 # --------------------------------------------------------------------------- backfill
-# Rebuilt from the items: what vector documents written under an older index config lack (issue 28):
-# ``text`` (read by ``$search``, ``$rerank`` and automated embedding; a ``$rerank`` candidate without it
-# fails the query) and ``value.<field>`` (the filter fields ``$vectorSearch`` pre-filters on). Not
-# ``$lookup`` + ``$merge``: mongomock has no ``$merge``, and no aggregation expression does LangGraph's
-# path extraction for ``$`` or ``{a,b}`` paths.
+# Rebuilt from the items: what vector documents written under an older index config lack (issue 28): ``text`` (read by
+# ``$search``, ``$rerank`` and automated embedding; a ``$rerank`` candidate without it fails the query) and
+# ``value.<field>`` (the filter fields ``$vectorSearch`` pre-filters on). Not ``$lookup`` + ``$merge``: mongomock has
+# no ``$merge``, and no aggregation expression does LangGraph's path extraction for ``$`` or ``{a,b}`` paths.
 
 
 def text_of(index: IndexSettings, value: dict[str, Any], field: str, hash_: str) -> str | None:
@@ -360,9 +357,8 @@ def _per_item(
     build: Callable[[str, dict[str, Any], list[dict[str, Any]]], list[q.WriteRequest]],
     what: str,
 ) -> Plan:
-    """Vector documents grouped by item; for each chunk of items, read their values and write
-    what ``build(item id, value, its vector documents)`` asks (items gone are skipped).
-    Returns how many documents were updated."""
+    """Vector documents grouped by item; for each chunk of items, read their values and write what ``build(item id,
+    value, its vector documents)`` asks (items gone are skipped). Returns how many documents were updated."""
     by_item: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
         by_item.setdefault(str(doc["item_id"]), []).append(doc)

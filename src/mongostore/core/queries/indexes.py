@@ -14,9 +14,8 @@ class IndexSpec:
 
 
 def item_indexes(sharded: bool = False) -> list[IndexSpec]:
-    """The items' B-tree and TTL indexes. ``sharded`` (behind mongos): ``path_key`` is not
-    unique, as a unique index must start with the shard key (code 67); ``_id`` =
-    ``path + NUL + key`` already makes (path, key) unique."""
+    """The items' B-tree and TTL indexes. ``sharded`` (behind mongos): ``path_key`` is not unique, as a unique index
+    must start with the shard key (code 67); ``_id`` = ``path + NUL + key`` already makes (path, key) unique."""
     return [
         IndexSpec((("path", 1), ("key", 1)), "path_key", unique=not sharded),
         IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),

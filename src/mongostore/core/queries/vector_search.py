@@ -19,11 +19,10 @@ def vector_prefilter(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
 
-    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``);
-    entries on declared filter fields that mongot accepts go into the pre-filter (on the
-    vector documents' copy ``value.<field>``), the rest is applied to the joined items. A
-    nested filter field reached by a nested dict is pre-filtered too, and the whole entry
-    stays in the post-filter (containment also constrains the other keys and levels).
+    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``); entries on declared filter
+    fields that mongot accepts go into the pre-filter (on the vector documents' copy ``value.<field>``), the rest is
+    applied to the joined items. A nested filter field reached by a nested dict is pre-filtered too, and the whole
+    entry stays in the post-filter (containment also constrains the other keys and levels).
     """
     pre: list[dict[str, Any]] = []
     if namespace_prefix:
@@ -108,10 +107,9 @@ def _mongot_type(value: Any) -> str | None:
 def _prefilterable(spec: Any) -> bool:
     """Only what mongot accepts, with the post-filter's meaning; the rest is post-filtered.
 
-    Equality on a bool, number, string or date; ranges on numbers, strings and dates;
-    ``$in`` of a non-empty list whose elements are all of one type (``InOperator``:
-    "must have elements of the same type"; null is not allowed). ``$ne``/``$nin`` stay in
-    the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
+    Equality on a bool, number, string or date; ranges on numbers, strings and dates; ``$in`` of a non-empty list whose
+    elements are all of one type (``InOperator``: "must have elements of the same type"; null is not allowed).
+    ``$ne``/``$nin`` stay in the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
     documents copy only scalar values) is not documented.
     """
     if not (isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec)):
@@ -165,13 +163,12 @@ def scored_page_stages(
 ) -> list[dict[str, Any]]:
     """Everything after the search stage(s) of an Atlas page (every mode): ids and scores.
 
-    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine /
-    dotProduct ``(1 + s) / 2`` -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None)
-    the fused or reranked ``score`` as it is. ``$facet``: ``hits``, the raw hits (fewer than
-    ``k``: every candidate was seen); ``scored``, the items that matched; ``page``, the best
-    valid vector per item (its hash still listed, the item passing the filters) as ``{_id,
-    score}``. Never whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per
-    document): the page is unwound after, one row per entry, each joining its item.
+    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine / dotProduct ``(1 + s) / 2``
+    -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None) the fused or reranked ``score`` as it is. ``$facet``:
+    ``hits``, the raw hits (fewer than ``k``: every candidate was seen); ``scored``, the items that matched; ``page``,
+    the best valid vector per item (its hash still listed, the item passing the filters) as ``{_id, score}``. Never
+    whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per document): the page is unwound after, one row per
+    entry, each joining its item.
     """
     if similarity is None:
         score: dict[str, Any] = {"$meta": "score"}

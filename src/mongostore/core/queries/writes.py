@@ -43,13 +43,11 @@ def put_item_request(
 ) -> WriteRequest:
     """Upsert of one item as an update pipeline, so no read is needed to order writes.
 
-    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one
-    millisecond (BSON dates hold milliseconds): every write of an item moves it
-    forward, however close together two writes land. ``created_at`` is set on insert
-    from that same ``updated_at``, so ``created_at <= updated_at`` always holds.
-    Everything the caller gave goes in as a ``$literal`` (in a pipeline a string starting
-    with ``$`` is a field path). ``vector_hashes`` None leaves ``vectors`` as it is (no
-    index), an empty list removes it. ``iid`` is the item's ``item_id`` when known.
+    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one millisecond (BSON dates hold
+    milliseconds): every write of an item moves it forward, however close together two writes land. ``created_at`` is
+    set on insert from that same ``updated_at``, so ``created_at <= updated_at`` always holds. Everything the caller
+    gave goes in as a ``$literal`` (in a pipeline a string starting with ``$`` is a field path). ``vector_hashes`` None
+    leaves ``vectors`` as it is (no index), an empty list removes it. ``iid`` is the item's ``item_id`` when known.
     """
     set_: dict[str, Any] = {
         "namespace": {"$literal": list(namespace)},
