@@ -22,7 +22,7 @@ from pymongo.operations import SearchIndexModel
 
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
 from mongostore.config import DEFAULT_INDEX_NAME
-from mongostore.core.queries import vector_index_definition
+from mongostore.core.retrieval import vector_index_definition
 from mongostore.tools.embeddings import HashingEmbeddings
 
 Make = Callable[..., Awaitable[StoreAPI]]

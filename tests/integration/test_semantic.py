@@ -226,7 +226,7 @@ def test_atlas_index_json_is_what_setup_creates() -> None:
     import json
     from pathlib import Path
 
-    from mongostore.core.queries import vector_index_definition
+    from mongostore.core.retrieval import vector_index_definition
 
     doc = json.loads((Path(__file__).parents[2] / "atlas-index.json").read_text())
     assert doc["type"] == "vectorSearch" and doc["name"] == "mongostore_vectors"

@@ -27,13 +27,8 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
-from mongostore.core.queries import (
-    page_rows,
-    scored_page_stages,
-    vector_index_definition,
-    vector_prefilter,
-    vector_search_stage,
-)
+from mongostore.core.queries import page_rows, scored_page_stages, vector_prefilter, vector_search_stage
+from mongostore.core.retrieval import vector_index_definition
 
 ALICE = ("users", "alice")
 BOB = ("users", "bob")

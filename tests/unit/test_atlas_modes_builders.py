@@ -10,9 +10,9 @@ from pymongo.errors import OperationFailure
 from mongostore.config import index_settings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
-from mongostore.core import retrieval_plan as modes
 from mongostore.core.codec import text_hash
-from mongostore.core.plan.backfill import added_filter_fields, text_of
+from mongostore.core.plan import paths as modes
+from mongostore.core.plan.setup import added_filter_fields, auto_embed_change, text_of
 from mongostore.core.steps import Capabilities
 from mongostore.errors import ConfigurationError
 from mongostore.tools.embeddings import HashingEmbeddings
@@ -41,8 +41,8 @@ def test_nested_filter_values_are_copied_at_their_place_through_dicts_only() -> 
 
 
 def test_added_filter_fields_compare_the_definitions() -> None:
-    old = q.vector_index_definition(8, "cosine", ["kind"])
-    new = q.vector_index_definition(8, "cosine", ["kind", "meta.level"])
+    old = r.vector_index_definition(8, "cosine", ["kind"])
+    new = r.vector_index_definition(8, "cosine", ["kind", "meta.level"])
     assert added_filter_fields(old, new) == ["meta.level"]
     assert added_filter_fields(None, new) == ["kind", "meta.level"]
     assert added_filter_fields(new, old) == []
@@ -68,10 +68,10 @@ def test_auto_embed_change_refuses_only_autoembed_field_changes() -> None:
     b = r.vector_index_definition(1024, "cosine", ["kind"], auto)
     lite = r.vector_index_definition(1024, "cosine", [], r.AutoEmbedSettings("voyage-4-lite"))
     plain = r.vector_index_definition(8, "cosine", [], None)
-    assert modes.auto_embed_change("i", a, b) is None  # filter fields may change
-    assert modes.auto_embed_change("i", plain, a) is None  # the server decides
+    assert auto_embed_change("i", a, b) is None  # filter fields may change
+    assert auto_embed_change("i", plain, a) is None  # the server decides
     for wanted in (lite, plain):
-        err = modes.auto_embed_change("i", a, wanted)
+        err = auto_embed_change("i", a, wanted)
         assert err is not None and "never updates autoEmbed fields" in str(err)
 
 

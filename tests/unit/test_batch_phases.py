@@ -110,7 +110,7 @@ def test_validate_phase_groups_ops_and_keeps_the_last_put_in_its_place() -> None
     assert state.gets == [(1, GetOp(("u",), "a"))]  # namespaces as tuples
     assert [(s.pos, s.semantic) for s in state.searches] == [(2, True), (3, False)]
     assert [pos for pos, _ in state.listings] == [4]
-    assert [(p.key, p.value) for p in state.put_list] == [("b", {"text": "two"}), ("a", None)]
+    assert [(p.key, p.value) for p in state.puts.values()] == [("b", {"text": "two"}), ("a", None)]
     assert [s.pos for s in state.semantic] == [2]
 
 
@@ -233,7 +233,7 @@ def test_embed_phase_embeds_only_texts_whose_hash_changed() -> None:
     steps, _ = run(embed_phase(state), lambda step: emb.embed_documents(list(step.texts)))  # type: ignore[attr-defined]
     assert steps == [Embed(("new",))]
     assert set(state.packed) == {"new"}
-    assert {p.id: p.texts for p in state.put_list if p.texts} == {
+    assert {p.id: p.texts for p in state.puts.values() if p.texts} == {
         item_id(("u",), "a"): {"text": ("same", text_hash("text", "same"))},
         item_id(("u",), "b"): {"text": ("new", text_hash("text", "new"))},
     }
@@ -249,7 +249,7 @@ def test_validate_phase_checks_the_vector_sizes_before_any_io() -> None:
 def test_embed_phase_asks_nothing_without_an_index() -> None:
     state = validate_phase([PutOp(("u",), "a", {"text": "x"})], context(with_index=False))
     assert run(embed_phase(state), no_steps) == ([], None)
-    assert [p.texts for p in state.put_list] == [{}]
+    assert [p.texts for p in state.puts.values()] == [{}]
 
 
 # --------------------------------------------------------------------------- rank
@@ -341,4 +341,4 @@ def test_write_phase_asks_nothing_when_there_is_nothing_to_write() -> None:
 
 def test_batch_state_starts_empty() -> None:
     state = BatchState(context(), [])
-    assert (state.semantic, state.put_list, state.refresh) == ([], [], {})
+    assert (state.semantic, state.puts, state.refresh) == ([], {}, {})

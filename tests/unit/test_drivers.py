@@ -351,14 +351,14 @@ async def test_a_collection_created_concurrently_is_fine(is_async: bool) -> None
 def test_type_errors_mean_no_search_only_on_the_fakes() -> None:
     from pymongo.errors import OperationFailure
 
-    from mongostore.core.plan import is_no_search_error
+    from mongostore.core.plan import no_search_reason
 
-    assert is_no_search_error(TypeError("mongomock has no such stage"), emulated=True)
-    assert not is_no_search_error(TypeError("a driver bug"), emulated=False)
-    assert not is_no_search_error(AttributeError("a driver bug"), emulated=False)
-    assert is_no_search_error(OperationFailure("no code at all"), emulated=False)  # code None: no search
+    assert no_search_reason(TypeError("mongomock has no such stage"), emulated=True) is not None
+    assert no_search_reason(TypeError("a driver bug"), emulated=False) is None
+    assert no_search_reason(AttributeError("a driver bug"), emulated=False) is None
+    assert no_search_reason(OperationFailure("no code at all"), emulated=False) is not None  # code None: no search
     building = OperationFailure("cannot query vector index {} while in state INITIAL_SYNC", 8)
-    assert not is_no_search_error(building, emulated=False)  # building is not "no search"
+    assert no_search_reason(building, emulated=False) is None  # building is not "no search"
 
 
 def test_each_driver_has_one_handler_per_step_type() -> None:

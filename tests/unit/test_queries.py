@@ -53,10 +53,6 @@ def test_prefix_filter_of_the_root_adds_no_condition() -> None:
     assert q.prefix_filter(()) == {}
 
 
-def test_prefix_filter_field_name() -> None:
-    assert q.prefix_filter(("a",), "item.path") == {"item.path": {"$regex": "^a\\."}}
-
-
 def test_prefix_filter_stops_at_label_boundary() -> None:
     pattern = q.prefix_filter(("a",))["path"]["$regex"]
     assert re.search(pattern, "a.b.")
@@ -173,28 +169,32 @@ def test_unknown_match_type_is_rejected() -> None:
         q.namespaces_match([MatchCondition("infix", ("a",))])  # type: ignore[arg-type]
 
 
+def group_id(pipeline: list[dict[str, Any]]) -> Any:
+    (group,) = [stage["$group"] for stage in pipeline if "$group" in stage]
+    return group["_id"]
+
+
 def test_list_namespaces_pipeline_plain() -> None:
-    # No $limit before $group (the existing MongoDB store's bug M2), no $sort: paging is on tuples.
-    assert q.list_namespaces_pipeline(None, None, None) == [{"$group": {"_id": "$namespace"}}]
+    # No $limit before $group (the existing MongoDB store's bug M2): paging is on the groups' ns_key.
+    pipeline = q.list_namespaces_pipeline(None, None, None, 0, 10)
+    assert pipeline[0] == {"$group": {"_id": "$namespace", "k": {"$min": "$ns_key"}}}
 
 
 def test_list_namespaces_pipeline_max_depth() -> None:
-    assert q.list_namespaces_pipeline(None, 2, None) == [{"$group": {"_id": {"$slice": ["$namespace", 2]}}}]
+    assert group_id(q.list_namespaces_pipeline(None, 2, None, 0, 10)) == {"$slice": ["$namespace", 2]}
     # max_depth=0 groups everything into the root namespace () without relying on $slice 0.
-    assert q.list_namespaces_pipeline(None, 0, None) == [{"$group": {"_id": {"$literal": []}}}]
+    assert group_id(q.list_namespaces_pipeline(None, 0, None, 0, 10)) == {"$literal": []}
 
 
 def test_list_namespaces_pipeline_conditions_and_expiry() -> None:
     conds = [MatchCondition("prefix", ("a",))]
-    assert q.list_namespaces_pipeline(conds, None, None) == [
-        {"$match": {"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}},
-        {"$group": {"_id": "$namespace"}},
-    ]
-    assert q.list_namespaces_pipeline(conds, 1, NOW) == [
-        {"$match": {"$and": [{"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}, NOT_EXPIRED]}},
-        {"$group": {"_id": {"$slice": ["$namespace", 1]}}},
-    ]
-    assert q.list_namespaces_pipeline(None, None, NOW) == [{"$match": NOT_EXPIRED}, {"$group": {"_id": "$namespace"}}]
+    plain = q.list_namespaces_pipeline(conds, None, None, 0, 10)
+    assert plain[0] == {"$match": {"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}}
+    assert group_id(plain) == "$namespace"
+    expiring = q.list_namespaces_pipeline(conds, 1, NOW, 0, 10)
+    assert expiring[0] == {"$match": {"$and": [{"path": {"$regex": "^a\\."}, "depth": {"$gte": 1}}, NOT_EXPIRED]}}
+    assert group_id(expiring) == {"$slice": ["$namespace", 1]}
+    assert q.list_namespaces_pipeline(None, None, NOW, 0, 10)[0] == {"$match": NOT_EXPIRED}
 
 
 # --------------------------------------------------------------------------- value filters
@@ -494,8 +494,6 @@ def test_list_namespaces_pipeline_paged_on_the_server() -> None:
         {"$limit": 10},
         {"$project": {"_id": 1}},
     ]
-    with pytest.raises(ValueError, match="limit >= 1"):
-        q.list_namespaces_pipeline(None, None, None, 0, 0)
 
 
 def test_query_vectors_are_sent_packed_as_float32_bindata() -> None:

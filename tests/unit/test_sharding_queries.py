@@ -96,7 +96,8 @@ def test_list_namespaces_pipeline_on_a_cluster() -> None:
     sharded = q.list_namespaces_pipeline(conds, None, None, 0, 10, sharded=True)
     assert plain[1:] == sharded[1:]
     assert sharded[0] == {"$match": {"$and": [{"_id": {"$gte": "a.", "$lt": "a/"}}, plain[0]["$match"]]}}
-    assert q.list_namespaces_pipeline(None, None, None, sharded=True) == q.list_namespaces_pipeline(None, None, None)
+    unbounded = q.list_namespaces_pipeline(None, None, None, 0, 10, sharded=True)
+    assert unbounded == q.list_namespaces_pipeline(None, None, None, 0, 10)
 
 
 def test_scoped_pipeline_on_a_cluster() -> None:

@@ -230,7 +230,7 @@ def item_doc_size(
         "namespace": list(namespace),
         "path": namespace_path(namespace),
         "depth": len(namespace),
-        "ns_key": namespace_key(namespace),  # queries.namespaces.NS_KEY
+        "ns_key": namespace_key(namespace),  # queries.filters.NS_KEY
         "key": key,
         "value": value,
         "created_at": _EPOCH,

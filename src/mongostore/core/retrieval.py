@@ -1,17 +1,14 @@
-"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid
-``$rankFusion``) and what the modes need besides: their settings, index definitions and
-write requests, and the exact local fusion the hybrid mode falls back to off Atlas.
-Pure code, no I/O: the search paths (``plan.paths``) and ``retrieval_plan`` use it.
+"""The Atlas search pipeline (plain vectors, automated embedding, ``$rerank``, hybrid ``$rankFusion``) and what the
+modes need besides: their settings and index definitions, and the exact local fusion the hybrid mode falls back to off
+Atlas. Pure code, no I/O: the search paths (``plan.paths``) and ``plan.setup`` use it.
 
-Every mode runs on the vectors collection, whose documents carry their text (``text``)
-while a mode is on: ``$rankFusion`` runs its input pipelines on one collection, and they
-may only select (docs/decisions.md, "The sidecar layout"). What each mode's score means
-is stated there too ("Stated meaning of the hybrid score", "Reranked score").
+Every mode runs on the vectors collection, whose documents carry their text (``text``) while a mode is on:
+``$rankFusion`` runs its input pipelines on one collection, and they may only select (docs/decisions.md, "The sidecar
+layout"). What each mode's score means is stated there too ("Stated meaning of the hybrid score", "Reranked score").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -145,22 +142,16 @@ def hybrid_settings(spec: Any) -> HybridSettings:
 
 
 def vector_index_definition(
-    dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None
+    dims: int, similarity: str, filter_fields: Sequence[str], auto_embed: AutoEmbedSettings | None = None
 ) -> dict[str, Any]:
-    """The vectors collection's ``vectorSearch`` index: ``embedding`` (``type: vector``), or
-    with automated embedding the stored ``text`` (``type: autoEmbed``); the same filter fields."""
-    base = q.vector_index_definition(dims, similarity, filter_fields)
-    if auto_embed is None:
-        return base
-    field = {
-        "type": "autoEmbed",
-        "modality": "text",
-        "path": TEXT_PATH,
-        "model": auto_embed.model,
-        "numDimensions": auto_embed.dims,
-        "similarity": similarity,
-    }
-    return {"fields": [field, *(f for f in base["fields"] if f["type"] != "vector")]}
+    """The vectors collection's ``vectorSearch`` index (what ``atlas-index.json`` holds): ``embedding``
+    (``type: vector``), or with automated embedding the stored ``text`` (``type: autoEmbed``); the filters."""
+    field: dict[str, Any] = {"type": "vector", "path": "embedding", "numDimensions": dims, "similarity": similarity}
+    if auto_embed is not None:
+        field = {"type": "autoEmbed", "modality": "text", "path": TEXT_PATH, "model": auto_embed.model}
+        field.update(numDimensions=auto_embed.dims, similarity=similarity)
+    filters = [{"type": "filter", "path": path} for path in ("ns_prefixes", *(f"value.{f}" for f in filter_fields))]
+    return {"fields": [field, *filters]}
 
 
 def text_index_definition() -> dict[str, Any]:
@@ -177,26 +168,6 @@ def text_index_definition() -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- writes
-
-
-def with_text(req: q.WriteRequest, text: str) -> q.WriteRequest:
-    """A vector upsert that also stores its text (for ``$search`` and ``$rerank``)."""
-    assert isinstance(req.update, dict)  # vector writes are plain updates, never pipelines
-    update = {k: dict(v) if isinstance(v, Mapping) else v for k, v in req.update.items()}
-    update["$set"][TEXT_PATH] = text
-    return dataclasses.replace(req, update=update)
-
-
-def auto_vector_request(req: q.WriteRequest, text: str) -> q.WriteRequest:
-    """A vector document for automated embedding: the text, no client-side embedding."""
-    out = with_text(req, text)
-    assert isinstance(out.update, dict)
-    out.update["$set"].pop("embedding", None)
-    out.update.setdefault("$unset", {})["embedding"] = ""
-    return out
-
-
 # --------------------------------------------------------------------------- the Atlas pipeline
 
 
@@ -208,10 +179,9 @@ def atlas_pipeline(
     query_vector: Sequence[float] | None,
     k: int,
 ) -> list[dict[str, Any]]:
-    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's
-    text with automated embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both
-    selection pipelines, ``depth`` each); reranking ``$rerank``s the first ``candidates``
-    hits. Then ``queries.scored_page_stages``."""
+    """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's text with automated
+    embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both selection pipelines, ``depth`` each);
+    reranking ``$rerank``s the first ``candidates`` hits. Then ``queries.scored_page_stages``."""
     query = str(op.query)
     hybrid, rerank = index.hybrid, index.rerank
     if hybrid is not None:
@@ -236,7 +206,7 @@ def atlas_pipeline(
         stages = [{"$rankFusion": {"input": {"pipelines": pipelines}, "combination": {"weights": weights}}}]
     if rerank is not None:
         # The $rerank page: "the query fails if a path field does not exist": a vector document
-        # written before a mode stored text has none until setup() gives it (``plan.backfill``).
+        # written before a mode stored text has none until setup() gives it (``plan.setup.backfill_texts``).
         spec = {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": rerank.candidates}
         stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": {**spec, "model": rerank.model}}]
     similarity = index.similarity if hybrid is None and rerank is None else None
@@ -298,9 +268,8 @@ def local_fusion(
     text_scores: Sequence[float],
     hybrid: HybridSettings,
 ) -> dict[str, float]:
-    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as
-    ``$rankFusion``: each ranking cut at ``depth`` (the lexical one holds only texts that
-    match a query term), ranks from 1, ties by key."""
+    """Each ranked text's (``keys``: vector document ids) reciprocal rank fusion, as ``$rankFusion``: each ranking cut
+    at ``depth`` (the lexical one holds only texts that match a query term), ranks from 1, ties by key."""
     fused: dict[str, float] = {}
     rankings = (
         (hybrid.vector_weight, _ranking(keys, vector_scores, hybrid.depth, positive_only=False)),

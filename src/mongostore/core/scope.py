@@ -148,8 +148,7 @@ def scope_filter(
     scope = prefix_filter(prefix)
     if sharded:
         scope.update(shard_range_filter(prefix))
-    if now is not None:
-        scope.update(not_expired(now))
+    scope.update(not_expired(now))
     return scope
 
 

@@ -52,7 +52,6 @@ class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
     deleted: int = 0
     round_trips: int = 0
-    matched: int = 0  # documents the updates matched (0 when the bulk reported per-request errors)
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,11 @@ class Capabilities:
         """(major, minor) of ``server_version``; None when it names no version (an emulated engine)."""
         parts = re.findall(r"\d+", self.server_version)[:2]
         return (int(parts[0]), int(parts[1])) if len(parts) == 2 else None
+
+    def at_least(self, wanted: tuple[int, int]) -> bool:
+        """Emulated engines report no version: they say what they support by answering."""
+        found = self.version
+        return self.emulated or found is None or found >= wanted
 
 
 @dataclass(frozen=True)
@@ -154,18 +158,14 @@ class ListSearchIndexes:
 
 
 @dataclass(frozen=True)
-class CreateSearchIndex:
+class PutSearchIndex:
+    """``createSearchIndexes``, or with ``update`` ``updateSearchIndex`` (which keeps the index's type)."""
+
     role: Role
     name: str
     definition: dict[str, Any]
     type: str = "vectorSearch"  # or "search" (the hybrid mode's text index)
-
-
-@dataclass(frozen=True)
-class UpdateSearchIndex:
-    role: Role
-    name: str
-    definition: dict[str, Any]
+    update: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,8 +203,7 @@ Step = (
     | ListIndexes
     | EnsureCollection
     | ListSearchIndexes
-    | CreateSearchIndex
-    | UpdateSearchIndex
+    | PutSearchIndex
     | ShardKeys
     | ShardCollection
     | Sleep

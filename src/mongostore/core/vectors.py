@@ -1,9 +1,8 @@
 """Exact vector ranking with numpy, for servers without ``$vectorSearch``.
 
-``VectorCache`` holds stored embeddings as one float32 matrix and ranks exactly as
-``similarities`` (float64) would (``tests/unit/test_vectors.py``); a vector counts only
-while its item lists its text hash. Scores are LangGraph's: cosine in [-1, 1] (0 for a
-zero vector), the dot product, or minus the Euclidean distance (Atlas's are converted back).
+``VectorCache`` holds stored embeddings as one float32 matrix and ranks exactly as ``similarities`` (float64) would
+(``tests/unit/test_vectors.py``); a vector counts only while its item lists its text hash. Scores are LangGraph's:
+cosine in [-1, 1] (0 for a zero vector), the dot product, or minus the Euclidean distance (Atlas's are converted back).
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ def similarities(
     if similarity == "euclidean":
         dist: npt.NDArray[np.float64] = np.linalg.norm(m - q, axis=1)
         return -dist
-    # Row by row (a pairwise sum along each row), not ``m @ q``: BLAS may round a row
-    # differently with the number of rows around it, and equal vectors must tie exactly
-    # whether they are scored among 10 rows or 100,000.
+    # Row by row (a pairwise sum along each row), not ``m @ q``: BLAS may round a row differently with the number of
+    # rows around it, and equal vectors must tie exactly whether they are scored among 10 rows or 100,000.
     dots: npt.NDArray[np.float64] = (m * q).sum(axis=1)
     if similarity == "dotProduct":
         return dots
@@ -56,9 +54,8 @@ def similarities(
     return out
 
 
-# float32 unit roundoff. Scoring the matrix in float32 and re-scoring in float64 only the rows
-# that the error bound cannot rule out is ~4x faster than float64 throughout (100k x 384: ~100 ms
-# against ~400 ms), with the same result.
+# float32 unit roundoff. Scoring the matrix in float32 and re-scoring in float64 only the rows that the error bound
+# cannot rule out is ~4x faster than float64 throughout (100k x 384: ~100 ms against ~400 ms), with the same result.
 _U32 = 2.0**-24
 
 

@@ -55,9 +55,8 @@ class Locked:
 class IOBase:
     """A store's collections, embedder and backend, and what it knows of the server.
 
-    ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state,
-    what searches need, asked again every ``recheck_seconds`` while the index is missing
-    or building.
+    ``server``: hello/buildInfo only, what writes need; ``caps``: plus the search state, what searches need,
+    asked again every ``recheck_seconds`` while the index is missing or building.
     """
 
     server: Capabilities | None = None
@@ -166,10 +165,6 @@ def _model(req: WriteRequest, namespace: str | None = None) -> Any:
     return (DeleteOne if req.kind == "delete_one" else DeleteMany)(req.filter, **ns)
 
 
-def _count(result: Any, name: str) -> int:
-    return int(getattr(result, name, 0) or 0)
-
-
 def _write(io: IOBase, step: steps.Write) -> Handler:
     """All requests unordered: every one is tried, each failure reported on its own (``WriteOutcome``).
 
@@ -192,7 +187,7 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
             return WriteOutcome([(int(e["idx"]), str(e.get("errmsg", e))) for e in raw], round_trips=1)
         per_request = (getattr(res, "delete_results", None) or {}) if verbose else {}
         deleted = sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
-        return WriteOutcome([], deleted, 1, _count(res, "matched_count"))
+        return WriteOutcome([], deleted, 1)
     # One bulk_write per collection, at once. Their order does not matter: a vector counts only
     # while its item lists its text hash, so a search never returns a stale match, and the next
     # put (which compares with the stored vectors' hashes) repairs a half-done write.
@@ -200,20 +195,19 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
     for i, req in enumerate(requests):
         groups.setdefault(req.role, []).append(i)
     done = yield All(tuple(_bulk(io, requests, role, indexes) for role, indexes in groups.items()))
-    errors = [e for errs, _, _ in done for e in errs]
-    return WriteOutcome(errors, sum(d for _, d, _ in done), len(groups), sum(m for *_, m in done))
+    return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
 
 
 def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: list[int]) -> Handler:
-    """(errors by request index, items deleted, documents the updates matched)."""
+    """(errors by request index, items deleted)."""
     try:
         res = yield io.coll(role).bulk_write([_model(requests[i]) for i in indexes], ordered=False)
     except BulkWriteError as exc:
         details: Any = exc.details or {}
         if details.get("writeConcernErrors") or not details.get("writeErrors"):
             raise
-        return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]], 0, 0
-    return [], _count(res, "deleted_count") if role == "items" else 0, _count(res, "matched_count")
+        return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]], 0
+    return [], int(getattr(res, "deleted_count", 0) or 0) if role == "items" else 0
 
 
 def _create_indexes(io: IOBase, step: steps.CreateIndexes) -> Handler:
@@ -280,10 +274,11 @@ HANDLERS: dict[type[Any], Callable[[Any, Any], Any]] = {
     steps.ListIndexes: _list_indexes,
     steps.EnsureCollection: _ensure_collection,
     steps.ListSearchIndexes: lambda io, s: Rows(io.coll(s.role).list_search_indexes(s.name)),
-    steps.CreateSearchIndex: lambda io, s: io.coll(s.role).create_search_index(
-        SearchIndexModel(s.definition, s.name, s.type)
+    steps.PutSearchIndex: lambda io, s: (
+        io.coll(s.role).update_search_index(s.name, s.definition)
+        if s.update
+        else io.coll(s.role).create_search_index(SearchIndexModel(s.definition, s.name, s.type))
     ),
-    steps.UpdateSearchIndex: lambda io, s: io.coll(s.role).update_search_index(s.name, s.definition),
     steps.ShardKeys: _shard_keys,
     steps.ShardCollection: _shard_collection,
     steps.Sleep: lambda io, s: io.sleep(s.seconds),

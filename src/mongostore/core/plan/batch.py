@@ -5,29 +5,66 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core import retrieval as _retrieval
-from mongostore.core import retrieval_plan as modes
 from mongostore.core.codec import ITEM_PROJECTION, doc_to_item, doc_to_search_item, extract_texts, item_id, text_hash
-from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext, embed_texts
-from mongostore.core.plan.paths import search_path
-from mongostore.core.plan.probe import is_index_unavailable, is_no_search_error
-from mongostore.core.plan.state import BatchOutcome, BatchState, PendingPut, PendingSearch
+from mongostore.core.plan.context import LARGE_BATCH, BatchState, PendingPut, PendingSearch, Plan, PlanContext
+from mongostore.core.plan.paths import fall_back, path_for, search_path
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
-from mongostore.core.steps import Aggregate, DisableVectorSearch, Find, Parallel, Probe, Step, Write, WriteOutcome
-from mongostore.errors import VectorIndexError
+from mongostore.core.steps import (
+    Aggregate,
+    Embed,
+    Find,
+    Parallel,
+    Probe,
+    Step,
+    Write,
+    WriteOutcome,
+)
+from mongostore.errors import WriteError
 
 logger = logging.getLogger("mongostore")
 
 # (request index, item id, field, text hash, vector): what the vector cache learns once written.
 Cached = list[tuple[int, str, str, str, Any]]
+
+
+@dataclass
+class BatchOutcome:
+    """Every op's result, and what of the write failed: ``failures`` (namespace, key) -> the server's
+    message, ``stored`` those whose value landed (only their vectors failed), ``write_error`` what the
+    whole write raised (network, write concern: the reads are answered, the writes unknown)."""
+
+    results: list[Result]
+    failures: dict[tuple[tuple[str, ...], str], str] = field(default_factory=dict)
+    stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
+    write_error: Exception | None = None
+    refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
+
+    def error_for(self, pos: int, op: Op) -> Exception | None:
+        """The exception the caller of op ``pos`` must see, or None: a whole write's error concerns
+        the puts and the reads whose refresh it held; a rejected item, its put only."""
+        if self.write_error is not None and (isinstance(op, PutOp) or pos in self.refreshing):
+            return self.write_error
+        if not isinstance(op, PutOp):
+            return None
+        target = (op.namespace, op.key)
+        if target in self.failures:
+            return WriteError([(*target, self.failures[target])], self.stored & {target})
+        return None
+
+    def raise_any(self) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        if self.failures:
+            raise WriteError([(ns, key, msg) for (ns, key), msg in self.failures.items()], self.stored)
 
 
 def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
@@ -92,6 +129,18 @@ def indexed_texts(
     return texts
 
 
+def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+    """One embedding call, its answer checked before anything is written; returns ``{text: vector}``,
+    each as the embedder gave it (puts pack it straight to float32, queries take plain floats)."""
+    embedded = yield Embed(texts)
+    if len(embedded) != len(texts):
+        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
+    for vec in embedded:
+        if len(vec) != index.dims:
+            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
+    return dict(zip(texts, embedded, strict=True))
+
+
 def query_phase(state: BatchState) -> Plan:
     """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``,
     first: their searches can then join the batch's other reads)."""
@@ -100,8 +149,7 @@ def query_phase(state: BatchState) -> Plan:
         return None
     caps = yield Probe(index.index_name)
     state.caps, state.use_atlas = caps, caps.vector_search
-    if modes.uses_modes(index):
-        modes.path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
+    path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
     if index.auto_embed is not None:  # automated embedding: Atlas embeds the query text
         return None
     vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in state.semantic)), index)
@@ -121,7 +169,7 @@ def read_phase(state: BatchState) -> Plan:
         except Exception as exc:
             if not state.use_atlas:
                 raise
-            yield from _fall_back_to_local(state, exc)
+            yield from fall_back(state, exc)
     answers.reverse()  # consumed (popped) in the order the reads were added
     return answers
 
@@ -134,9 +182,7 @@ def batch_reads(state: BatchState) -> list[Step]:
     reads: list[Step] = []
     if state.gets:
         ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in state.gets))
-        filt: dict[str, Any] = {"_id": {"$in": ids}}
-        if cutoff is not None:
-            filt = {"$and": [filt, q.not_expired(cutoff)]}
+        filt = q.all_of([{"_id": {"$in": ids}}, q.not_expired(cutoff)])
         reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
     for s in state.searches:
         if s.op.limit == 0:
@@ -157,37 +203,10 @@ def batch_reads(state: BatchState) -> list[Step]:
         )
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts:
-        filt = {"item_id": {"$in": [p.id for p in state.put_list]}}
+        filt = {"item_id": {"$in": [p.id for p in state.puts.values()]}}
         projection = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1}
         reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
     return reads
-
-
-def _fall_back_to_local(state: BatchState, exc: Exception) -> Plan:
-    """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
-    index = state.index
-    assert index is not None
-    if modes.uses_modes(index) and state.caps is not None:  # a refused $rerank raises here
-        caps = modes.refused_stage(exc, index, state.caps)
-        if caps is not None:  # $rankFusion refused: fuse locally, $vectorSearch stays on
-            state.caps = caps
-            return
-    if is_index_unavailable(exc):
-        why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
-        if index.vector_search == "atlas":
-            raise VectorIndexError(
-                f"{why}; it is building: wait for setup() or use vector_search='auto' to rank locally meanwhile"
-            ) from exc
-        logger.warning("%s; ranking locally until it can", why)
-        yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
-    elif is_no_search_error(exc, state.caps.emulated if state.caps else False):
-        logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
-        yield DisableVectorSearch(str(exc))
-    else:
-        raise exc
-    state.use_atlas = False
-    if modes.uses_modes(index):
-        state.caps = yield Probe()  # its detail now says why (a mode may need to name it)
 
 
 def answer_phase(state: BatchState, answers: list[Any]) -> None:
@@ -222,7 +241,7 @@ def embed_phase(state: BatchState) -> Plan:
     if index is None or index.auto_embed is not None:
         return None
     to_embed: dict[str, None] = {}
-    for p in state.put_list:
+    for p in state.puts.values():
         old = state.stored.get(p.id, {})
         for fname, (text, h) in p.texts.items():
             if old.get(fname) != h:
@@ -247,7 +266,7 @@ def write_phase(state: BatchState) -> Plan:
     write is reported in it). The time is read now, after the embedding call; each put gets its own
     millisecond, the last put "now", so newest-first lists a batch in op order."""
     now = state.ctx.clock()
-    put_ids = {p.id for p in state.put_list}
+    put_ids = {p.id for p in state.puts.values()}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
     by_ttl: dict[float, list[str]] = {}
     for iid, ttl in refresh.items():
@@ -278,7 +297,7 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
     cached: Cached = []
     ms = timedelta(milliseconds=1)
     at = now - ms * len(state.puts)
-    for p in state.put_list:
+    for p in state.puts.values():
         at += ms
         if p.value is None:
             if cache is not None:
@@ -308,16 +327,14 @@ def _vector_requests(
         if old.get(fname) == h:
             unchanged = True
             continue
-        if index.auto_embed is not None:
-            req = q.put_vector_request(p.namespace, p.key, fname, h, [], filter_values, now, p.ttl, p.id)
-            req = _retrieval.auto_vector_request(req, text)
-        else:
+        vec = None  # automated embedding: Atlas embeds the stored text
+        if index.auto_embed is None:
             vec = state.packed[text]
             cached.append((len(requests), p.id, fname, h, vec))
-            req = q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id)
-            if index.stores_text:
-                req = _retrieval.with_text(req, text)
-        requests.append(req)
+        stored_text = text if index.stores_text else None
+        requests.append(
+            q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id, stored_text)
+        )
     if old and not p.texts.keys() >= old.keys():
         requests.append(q.prune_vectors_request(p.namespace, p.key, list(p.texts)))
     if unchanged:

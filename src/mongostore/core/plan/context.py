@@ -1,4 +1,5 @@
-"""What every plan shares: the ``Plan`` type, the store's ``PlanContext``, the write clock."""
+"""What every plan shares: the ``Plan`` type, the store's ``PlanContext``, the write clock; and the state a
+batch's phases share (``BatchState``) and what a batch reports (``BatchOutcome``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from langgraph.store.base import GetOp, ListNamespacesOp, Result, SearchOp
+
 from mongostore.config import IndexSettings, TTLSettings
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import vectors_name
-from mongostore.core.steps import Embed, Step
+from mongostore.core.codec import item_id, vectors_name
+from mongostore.core.steps import Capabilities, Step
 
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
 LARGE_BATCH = 100_000
@@ -50,13 +53,66 @@ class PlanContext:
         return self.vectors_name or vectors_name(self.items_name)
 
 
-def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
-    """One embedding call, its answer checked before anything is written; returns ``{text: vector}``,
-    each as the embedder gave it (puts pack it straight to float32, queries take plain floats)."""
-    embedded = yield Embed(texts)
-    if len(embedded) != len(texts):
-        raise ValueError(f"the embedder returned {len(embedded)} vectors for {len(texts)} texts")
-    for vec in embedded:
-        if len(vec) != index.dims:
-            raise ValueError(f"the embedder returned {len(vec)} dimensions; index['dims'] is {index.dims}")
-    return dict(zip(texts, embedded, strict=True))
+@dataclass
+class PendingPut:
+    """A put or delete (``value`` None) of the batch, the last one per (namespace, key)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any] | None
+    ttl: float | None
+    texts: dict[str, tuple[str, str]]  # its indexed texts, {field: (text, text hash)}
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        self.id = item_id(self.namespace, self.key)
+
+
+@dataclass
+class PendingSearch:
+    """A search of the batch at op position ``pos``; semantic ones get their query vector."""
+
+    pos: int
+    op: SearchOp
+    semantic: bool
+    query_vector: list[float] | None = None
+    path: Any = None  # its ``plan.paths.SearchPath``, chosen when the batch's reads are built
+    n_reads: int = 0  # how many of the batch's reads are its path's
+    first: list[Any] = field(default_factory=list)  # their answers, in the order the path asked
+
+
+@dataclass
+class BatchState:
+    """What the phases of ``batch_outcome_plan`` hand on to each other (filled in phase order)."""
+
+    ctx: PlanContext
+    results: list[Result]
+    gets: list[tuple[int, GetOp]] = field(default_factory=list)
+    searches: list[PendingSearch] = field(default_factory=list)
+    listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
+    puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
+    use_atlas: bool = False  # query_phase: the search path
+    caps: Capabilities | None = None
+    stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
+    packed: dict[str, Any] = field(default_factory=dict)  # text -> its new float32 BinData vector
+    refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl
+    refreshers: dict[str, list[int]] = field(default_factory=dict)  # item id -> positions of reads refreshing it
+
+    @property
+    def index(self) -> IndexSettings | None:
+        return self.ctx.index
+
+    @property
+    def semantic(self) -> list[PendingSearch]:
+        """The semantic searches that want a page (limit > 0)."""
+        return [s for s in self.searches if s.semantic and s.op.limit > 0]
+
+    def note_refresh(self, pos: int, docs: list[dict[str, Any]], wanted: bool) -> None:
+        """Read ``pos`` returned ``docs``; with ``refresh_ttl`` (``wanted``) the write refreshes their TTLs."""
+        if not wanted:
+            return
+        for doc in docs:
+            if doc.get("ttl_minutes") is not None:
+                iid = item_id(tuple(doc["namespace"]), doc["key"])
+                self.refresh[iid] = float(doc["ttl_minutes"])
+                self.refreshers.setdefault(iid, []).append(pos)

@@ -1,34 +1,47 @@
-"""The search path of a semantic search (``search_path``): the reads it joins the batch's
-one ``Parallel`` with, and its page from their answers, filled as InMemoryStore does
-(scored items best first, then the items with no valid vector, newest first).
+"""The search path of a semantic search (``search_path``): the reads it joins the batch's one ``Parallel`` with, and
+its page from their answers, filled as InMemoryStore does (scored items best first, then the items with no valid
+vector, newest first).
 
 - ``ATLAS``: pages of the index's Atlas pipeline (``retrieval.atlas_pipeline``: plain
   ``$vectorSearch``, automated embedding, ``$rerank``, hybrid ``$rankFusion``);
 - ``LOCAL``: exact ranking in the client, for servers without ``$vectorSearch``;
 - ``FUSION``: the hybrid mode's exact local fusion, where ``$rankFusion`` is not.
 
-Adding a mode means its stages in ``retrieval.atlas_pipeline`` and its server checks in
-``retrieval_plan``; the batch sees only this protocol.
+Automated embedding and reranking need Atlas: elsewhere ``setup()`` and every search raise a ``ConfigurationError``
+naming the feature. Adding a mode means its stages in ``retrieval.atlas_pipeline``, which servers run it here
+(``path_for``) and its index in ``plan.setup``; the batch sees only this protocol.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import dataclasses
+import logging
+from typing import Any, Literal, Protocol
 
 from langgraph.store.base import SearchOp
+from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
-from mongostore.core import retrieval_plan as modes
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
-from mongostore.core.plan.context import LARGE_BATCH, Plan, PlanContext
-from mongostore.core.plan.state import BatchState, PendingSearch
-from mongostore.core.steps import Aggregate, Find, Parallel, Step
+from mongostore.core.plan.context import LARGE_BATCH, BatchState, PendingSearch, Plan, PlanContext
+from mongostore.core.plan.probe import is_index_unavailable, no_search_reason
+from mongostore.core.steps import Aggregate, Capabilities, DisableVectorSearch, Find, Parallel, Probe, Step
+from mongostore.errors import ConfigurationError, VectorIndexError
+
+logger = logging.getLogger("mongostore")
 
 VECTOR_PROJECTION = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1, "embedding": 1}
 PAGE_PROJECTION = {**ITEM_PROJECTION, "_id": 1}
+RANK_FUSION_VERSION = (8, 0)
+# A stage the server does not know (40324), a stage behind a disabled feature flag (224
+# QueryFeatureNotAllowed: $rankFusion on builds with featureFlagRankFusion off), or an
+# uncoded refusal from a server that only speaks the protocol.
+UNRECOGNIZED_STAGE = 40324
+QUERY_FEATURE_NOT_ALLOWED = 224
+_REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned about once per process
 
 
 class SearchPath(Protocol):
@@ -44,12 +57,99 @@ class SearchPath(Protocol):
 def search_path(state: BatchState) -> SearchPath:
     """The path of the batch's semantic searches now (``$vectorSearch`` may have been refused
     since: the reads are then built again); an Atlas-only mode on a server without it raises."""
+    index, caps = state.index, state.caps
+    assert index is not None and caps is not None
+    if path_for(index, caps, state.use_atlas) == "atlas":
+        return ATLAS
+    return FUSION if index.hybrid is not None else LOCAL
+
+
+def fall_back(state: BatchState, exc: Exception) -> Plan:
+    """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
-    if modes.uses_modes(index):
-        assert index is not None and state.caps is not None
-        if modes.path_for(index, state.caps, state.use_atlas) == "local":
-            return FUSION
-    return ATLAS if state.use_atlas else LOCAL
+    assert index is not None
+    if state.caps is not None:  # a refused $rerank raises here
+        caps = refused_stage(exc, index, state.caps)
+        if caps is not None:  # $rankFusion refused: fuse locally, $vectorSearch stays on
+            state.caps = caps
+            return
+    if is_index_unavailable(exc):
+        why = f"vector search index {index.index_name!r} cannot serve queries yet ({exc})"
+        if index.vector_search == "atlas":
+            raise VectorIndexError(
+                f"{why}; it is building: wait for setup() or use vector_search='auto' to rank locally meanwhile"
+            ) from exc
+        logger.warning("%s; ranking locally until it can", why)
+        yield DisableVectorSearch(why, temporary=True, index_status="BUILDING")
+    elif no_search_reason(exc, state.caps.emulated if state.caps else False) is not None:
+        logger.warning("$vectorSearch is not available (%s); ranking locally from now on", exc)
+        yield DisableVectorSearch(str(exc))
+    else:
+        raise exc
+    state.use_atlas = False
+    if index.stores_text:
+        state.caps = yield Probe()  # its detail now says why (a mode may need to name it)
+
+
+def refuse_off_atlas(index: IndexSettings, detail: str) -> None:
+    """Raise for a mode that cannot run off Atlas (``detail``: why not here), naming the feature."""
+    if index.auto_embed is not None:
+        raise ConfigurationError(
+            f"automated embedding (index['embed']='atlas:{index.auto_embed.model}') needs MongoDB Atlas "
+            f"(or MongoDB 8.3+ with mongot and Voyage AI keys); this server cannot run it ({detail})"
+        )
+    if index.rerank is not None:
+        raise ConfigurationError(
+            f"reranking (index['rerank'], $rerank with {index.rerank.model}) needs MongoDB Atlas 8.3+ with "
+            f"Native Reranking enabled; this server cannot run it ({detail})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class NoRankFusion(Capabilities):
+    """The server has ``$vectorSearch`` but refused ``$rankFusion`` (``refused_stage``):
+    hybrid searches of this batch fuse locally; plain vector search stays on."""
+
+
+def path_for(index: IndexSettings, caps: Capabilities, use_atlas: bool) -> Literal["atlas", "local"]:
+    """``atlas`` or ``local`` for a search of this index; raises for Atlas-only modes."""
+    if use_atlas:
+        rank_fusion = not isinstance(caps, NoRankFusion) and caps.at_least(RANK_FUSION_VERSION)
+        if index.hybrid is not None and not rank_fusion:
+            if index.auto_embed is not None or index.rerank is not None:
+                raise ConfigurationError(
+                    f"index['hybrid'] with automated embedding or reranking needs $rankFusion (MongoDB 8.0+); "
+                    f"this server is {caps.server_version} ({caps.detail})"
+                )
+            return "local"
+        return "atlas"
+    refuse_off_atlas(index, caps.detail or caps.server_version)
+    return "local"
+
+
+def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) -> Capabilities | None:
+    """A search read failed: was it the server refusing ``$rerank`` or ``$rankFusion``?
+
+    Read narrowly (issue 28): an unknown stage (40324), a feature-flagged one (224) or an uncoded refusal, naming the
+    stage. ``$rankFusion``: the capabilities for this batch, hybrid searches fusing locally. ``$rerank``: raises.
+    Neither switches off ``$vectorSearch``. None: not such a refusal (read as for any search).
+    """
+    if not isinstance(exc, OperationFailure) or exc.code not in (UNRECOGNIZED_STAGE, QUERY_FEATURE_NOT_ALLOWED, None):
+        return None
+    message = str((exc.details or {}).get("errmsg") or exc)
+    if index.rerank is not None and "$rerank" in message:
+        raise ConfigurationError(
+            f"reranking (index['rerank'], $rerank with {index.rerank.model}): the server refused $rerank "
+            f"({message}). $rerank needs MongoDB Atlas 8.3+ with Native Reranking enabled in the Atlas project "
+            "(setup() cannot see that setting); remove index['rerank'] to search without reranking"
+        ) from exc
+    if index.hybrid is not None and ("$rankFusion" in message or exc.code == QUERY_FEATURE_NOT_ALLOWED):
+        # Not remembered between batches (each hybrid search asks once): say it once per answer.
+        log = logger.debug if message in _REFUSALS_LOGGED else logger.warning
+        _REFUSALS_LOGGED.add(message)
+        log("the server refused $rankFusion (%s): hybrid searches fuse locally, with the same formula", message)
+        return NoRankFusion(**{**vars(caps), "detail": f"$rankFusion refused: {message}"})
+    return None
 
 
 def initial_k(op: SearchOp, index: IndexSettings) -> int:
@@ -120,9 +220,6 @@ class _Local:
         assert index is not None and s.query_vector is not None
         cutoff = ctx.expiry_cutoff
 
-        def live(filt: dict[str, Any]) -> dict[str, Any]:
-            return filt if cutoff is None else {"$and": [filt, q.not_expired(cutoff)]}
-
         cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
         items = first[0]
         if len(first) > 1:
@@ -132,7 +229,7 @@ class _Local:
         end = offset + limit
         ranking = cache.rank(s.query_vector, items, index.similarity, end)
         if ranking.missing:
-            missing = live({"item_id": {"$in": ranking.missing}})
+            missing = q.all_of([{"item_id": {"$in": ranking.missing}}, q.not_expired(cutoff)])
             cache.add_documents((yield Find("vectors", missing, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
             ranking = cache.rank(s.query_vector, items, index.similarity, end)
         gone: frozenset[tuple[str, str]] = frozenset()
@@ -142,7 +239,8 @@ class _Local:
             reads: list[Step] = []
             if page:
                 reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, PAGE_PROJECTION))
-                check = live(q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded))
+                held_filter = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
+                check = q.all_of([held_filter, q.not_expired(cutoff)])
                 reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
                 # Newest first, as the Atlas path's: items listing no hash, and those whose hashes
@@ -150,8 +248,7 @@ class _Local:
                 unscored: dict[str, Any] = {"vectors.0": {"$exists": False}}
                 if ranking.absent:
                     unscored = {"$or": [unscored, {"_id": {"$in": ranking.absent}}]}
-                base = q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded)
-                filt = {"$and": [base, unscored]} if base else unscored
+                filt = q.all_of([q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded), unscored])
                 skip = max(0, offset - ranking.n_scored)
                 reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit - len(page)))
             if not reads:
@@ -174,9 +271,8 @@ class _Local:
 
 class _Fusion:
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
-        """The candidate items, and the texts in scope: those the Atlas rankings see (the
-        prefix and the pre-filterable conditions), expired or stale ones included (they are
-        dropped after)."""
+        """The candidate items, and the texts in scope: those the Atlas rankings see (the prefix and the pre-filterable
+        conditions), expired or stale ones included (they are dropped after)."""
         op, cutoff = s.op, state.ctx.expiry_cutoff
         assert state.index is not None
         scope, _ = q.vector_prefilter(op.namespace_prefix, op.filter, state.index.filter_fields)

@@ -36,9 +36,8 @@ TRUSTED_EMPTY_LIST_VERSION = (7, 1)
 def is_index_unavailable(exc: BaseException) -> bool:
     """mongot refused the query because the index has not finished its first build.
 
-    mongot's ``LuceneVectorIndex.throwIfUnavailableForQuerying``: "cannot query vector
-    index ... while in state INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no
-    code, so mongod reports 8 (UnknownError).
+    mongot's ``LuceneVectorIndex.throwIfUnavailableForQuerying``: "cannot query vector index ... while in state
+    INITIAL_SYNC" (or NOT_STARTED, FAILED); its reply has no code, so mongod reports 8 (UnknownError).
     """
     return isinstance(exc, OperationFailure) and exc.code in (8, None) and "cannot query vector index" in str(exc)
 
@@ -65,11 +64,6 @@ def no_search_reason(exc: BaseException, emulated: bool = True) -> str | None:
     elif emulated and isinstance(exc, (TypeError, AttributeError, NotImplementedError)):
         return "this backend has no search index commands"
     return None
-
-
-def is_no_search_error(exc: BaseException, emulated: bool = True) -> bool:
-    """A search stage or command failed because the server has no search at all."""
-    return no_search_reason(exc, emulated) is not None
 
 
 def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = False) -> Plan:

@@ -1,35 +1,37 @@
-"""The setup plan: B-tree and TTL indexes, the vector (and hybrid's text) search index;
-behind mongos, the shard-key checks and the opt-in ``shard_plan``."""
+"""The setup plan: B-tree and TTL indexes, the vector (and hybrid's text) search index, the backfill of
+vector documents from an older index config; behind mongos, the shard-key checks and the opt-in ``shard_plan``."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core import retrieval as _retrieval
-from mongostore.core import retrieval_plan as modes
-from mongostore.core.plan.backfill import added_filter_fields, backfill_filter_fields, backfill_texts
-from mongostore.core.plan.context import Plan
+from mongostore.core import retrieval as r
+from mongostore.core.codec import extract_texts, text_hash
+from mongostore.core.plan.context import LARGE_BATCH, Plan
+from mongostore.core.plan.paths import RANK_FUSION_VERSION, refuse_off_atlas
 from mongostore.core.plan.probe import no_search_reason
 from mongostore.core.steps import (
     Capabilities,
     CreateIndexes,
     DisableVectorSearch,
     EnsureCollection,
+    Find,
     ListSearchIndexes,
     Probe,
+    PutSearchIndex,
     ServerInfo,
     ShardCollection,
     ShardKeys,
     Sleep,
-    UpdateSearchIndex,
+    Write,
+    WriteOutcome,
 )
 from mongostore.errors import ConfigurationError, VectorIndexError
 
@@ -38,15 +40,43 @@ logger = logging.getLogger("mongostore")
 INDEX_ALREADY_EXISTS = 68
 INDEX_CONFLICT_CODES = frozenset({85, 86})  # an index of that name exists with other options / keys
 CANNOT_SHARD_CODES = frozenset({72})  # InvalidOptions: e.g. a unique index the key does not prefix
+ITEMS_PER_READ = 1000  # the backfill's
+RERANK_VERSION = (8, 3)
 
 
-def _definition_key(defn: dict[str, Any]) -> tuple[Any, ...]:
+def _fields(defn: dict[str, Any] | None, kind: str) -> list[dict[str, Any]]:
+    """A search index definition's fields of one ``type`` (``vector``, ``filter``, ``autoEmbed``)."""
+    return [f for f in (defn or {}).get("fields") or () if isinstance(f, dict) and f.get("type") == kind]
+
+
+def _definition_key(defn: dict[str, Any] | None) -> tuple[Any, ...]:
     """What decides whether a vector index definition is the wanted one: vector, filter, autoEmbed fields."""
-    fields = defn.get("fields", [])
     return (
-        [(f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in fields if f.get("type") == "vector"],
-        sorted(f.get("path") for f in fields if f.get("type") == "filter"),
-        [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in fields if f.get("type") == "autoEmbed"],
+        [(f.get("path"), f.get("numDimensions"), f.get("similarity")) for f in _fields(defn, "vector")],
+        sorted(f.get("path") for f in _fields(defn, "filter")),
+        [(f.get("path"), f.get("model"), f.get("numDimensions")) for f in _fields(defn, "autoEmbed")],
+    )
+
+
+def added_filter_fields(existing: dict[str, Any] | None, wanted: dict[str, Any]) -> list[str]:
+    """The filter field names of ``wanted`` (``value.<field>`` paths) that the existing definition lacks."""
+    added = set(_definition_key(wanted)[1]) - set(_definition_key(existing)[1])
+    return sorted(p[len("value.") :] for p in added if p.startswith("value."))
+
+
+def auto_embed_change(name: str, existing: dict[str, Any], wanted: dict[str, Any]) -> VectorIndexError | None:
+    """The error for an update that would change an automated-embedding field (None: it may
+    run): mongot never updates ``autoEmbed`` fields (``AutoEmbeddingIndexValidator``)."""
+    before, after = _definition_key(existing)[2], _definition_key(wanted)[2]
+    # (None before: a vector index may become an automated-embedding one; the server says if not.)
+    if not before or before == after:
+        return None
+    return VectorIndexError(
+        f"vector search index {name!r} would have to change its automated embedding (autoEmbed) field "
+        f"({_fields(existing, 'autoEmbed')} -> {_fields(wanted, 'autoEmbed') or 'none'}); MongoDB never updates "
+        "autoEmbed fields in place, on Atlas or anywhere else: drop the index and let setup() create it again "
+        f"(vectors_collection.drop_search_index({name!r}), then store.setup(); searches fail until it is built), "
+        "or set index_name to a new name to build the new index next to the old one"
     )
 
 
@@ -61,9 +91,8 @@ def _recreate_advice(name: str) -> str:
 def setup_plan(index: IndexSettings | None) -> Plan:
     """Create B-tree and TTL indexes, and the vector index when the server has search.
 
-    Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot
-    target (``cluster_checks``), creates ``path_key`` non-unique, and never shards a
-    collection itself (docs/scaling.md).
+    Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot target (``cluster_checks``),
+    creates ``path_key`` non-unique, and never shards a collection itself (docs/scaling.md).
     """
     server: Capabilities = yield ServerInfo()
     specs = q.item_indexes(sharded=server.sharded)
@@ -77,10 +106,10 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     yield CreateIndexes("vectors", tuple(q.vector_indexes()))
     yield from backfill_texts(index)  # vector documents from before a mode that reads their text
     if index.vector_search == "local":
-        _refuse_atlas_only(index, "vector_search='local' set in index config")
+        refuse_off_atlas(index, "vector_search='local' set in index config")
         logger.info("vector_search='local' set in index config: searches rank locally")
         return None
-    wanted = _retrieval.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
+    wanted = r.vector_index_definition(index.dims, index.similarity, index.filter_fields, index.auto_embed)
     yield EnsureCollection("vectors")
     try:
         existing = yield ListSearchIndexes("vectors", index.index_name)
@@ -88,13 +117,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
         if (yield from _rank_locally(exc, index, server)):
             return None
         raise
-    # The server answers search-index commands: a mode it cannot run (reranking before 8.3)
-    # fails now, and hybrid's $search index is built next to the vector index.
-    modes.setup_checks(index, replace(server, vector_search=True))
-    text_index = yield from modes.text_index_plan(index, server)
-    if text_index is not None:
-        text_name, text_wanted = text_index
-        yield from wait_until_ready(text_name, "search index", lambda d: d == text_wanted, index.setup_timeout)
+    yield from _mode_checks(index, server)  # the server answers search-index commands
     latest = (existing[0].get("latestDefinition") or {}) if existing else None
     if not (yield from _create_or_update(index, latest, wanted, server)):
         return None
@@ -192,7 +215,7 @@ def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) ->
     why = None if index.vector_search == "atlas" else no_search_reason(exc, server.emulated)
     if why is None:
         return False
-    _refuse_atlas_only(index, why)
+    refuse_off_atlas(index, why)
     logger.info("no vector search on this server (%s): searches rank locally", why)
     yield DisableVectorSearch(why)
     return True
@@ -205,17 +228,21 @@ def _create_or_update(
     False when the server turned out to have no search (searches rank locally)."""
     if latest is not None and _definition_key(latest) == _definition_key(wanted):
         return True
-    refused = modes.auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
+    refused = auto_embed_change(index.index_name, latest, wanted) if latest is not None else None
     if refused is not None:  # before any I/O: mongot never updates autoEmbed fields
         raise refused
     try:
         if latest is None:
             logger.info("creating vector search index %r", index.index_name)
-            yield from modes.create_vector_index(index.index_name, wanted, index)
         else:
             logger.info("updating vector search index %r (dims, similarity or filters changed)", index.index_name)
-            yield UpdateSearchIndex("vectors", index.index_name, wanted)
+        yield PutSearchIndex("vectors", index.index_name, wanted, update=latest is not None)
     except Exception as exc:
+        if latest is None and index.auto_embed is not None and isinstance(exc, OperationFailure):
+            raise VectorIndexError(
+                f"automated embedding (autoEmbed, model {index.auto_embed.model}) is not available on this server: "
+                f"{exc}. It needs MongoDB Atlas, or MongoDB 8.3+ with mongot and Voyage AI keys"
+            ) from exc
         # e.g. 115/59 from a pre-7.1 server whose empty index list told nothing
         if (yield from _rank_locally(exc, index, server)):
             return False
@@ -232,11 +259,35 @@ def _create_or_update(
     return True
 
 
-def _refuse_atlas_only(index: IndexSettings, why: str) -> None:
-    """Automated embedding and reranking cannot rank locally: say so at ``setup()``."""
-    err = modes.needs_atlas(index, why)
-    if err is not None:
-        raise err
+def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan:
+    """On a server with search: refuse reranking before 8.3; create (or update) the hybrid mode's ``$search`` index
+    next to the vector index and wait until it is ``READY`` (before 8.0 hybrid searches fuse locally)."""
+    if index.rerank is not None:
+        if not server.at_least(RERANK_VERSION):
+            raise ConfigurationError(
+                f"reranking (index['rerank'], $rerank) needs MongoDB 8.3+ on Atlas; this server is "
+                f"{server.server_version}"
+            )
+        # setup() cannot see the project's Native Reranking setting, nor tell Atlas from a
+        # self-managed 8.3 (which has no $rerank): the first reranked search reports either.
+        logger.info(
+            "reranking with %s: this server has search (MongoDB %s); whether $rerank runs (Atlas with Native "
+            "Reranking enabled in the project) is not visible to setup(): the first reranked search reports it",
+            index.rerank.model,
+            server.server_version,
+        )
+    hybrid = index.hybrid
+    if hybrid is None:
+        return
+    if not server.at_least(RANK_FUSION_VERSION):
+        logger.info("no $rankFusion before MongoDB 8.0 (%s): hybrid searches fuse locally", server.server_version)
+        return
+    wanted = r.text_index_definition()  # on the vectors collection setup_plan made
+    found = yield ListSearchIndexes("vectors", hybrid.index_name)
+    if not found or (found[0].get("latestDefinition") or {}) != wanted:
+        logger.info("%s search index %r for hybrid search", "updating" if found else "creating", hybrid.index_name)
+        yield PutSearchIndex("vectors", hybrid.index_name, wanted, type="search", update=bool(found))
+    yield from wait_until_ready(hybrid.index_name, "search index", lambda d: d == wanted, index.setup_timeout)
 
 
 def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan:
@@ -271,3 +322,120 @@ def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], b
         logger.info("waiting for %s %r: status %s, queryable %s (%.0fs)", what, name, status, queryable, waited)
         yield Sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+# --------------------------------------------------------------------------- backfill
+# Rebuilt from the items: what vector documents written under an older index config lack (issue 28): ``text`` (read by
+# ``$search``, ``$rerank`` and automated embedding; a ``$rerank`` candidate without it fails the query) and
+# ``value.<field>`` (the filter fields ``$vectorSearch`` pre-filters on). Not ``$lookup`` + ``$merge``: mongomock has
+# no ``$merge``, and no aggregation expression does LangGraph's path extraction for ``$`` or ``{a,b}`` paths.
+
+
+def text_of(index: IndexSettings, value: dict[str, Any], field: str, hash_: str) -> str | None:
+    """The text a vector document of ``field`` was embedded from, if the item still holds it.
+
+    ``field`` is a configured (or per-put) path, or ``path.i`` for the i-th of several texts
+    (``extract_texts``' names); only a text whose ``text_hash`` matches is returned.
+    """
+    candidates = [field]
+    base, _, last = field.rpartition(".")
+    if base and last.isdigit():
+        candidates.append(base)
+    for path in candidates:
+        try:
+            texts = extract_texts(value, index.tokenized((path,)))
+        except Exception:  # a path LangGraph cannot parse, or this value cannot be read along
+            continue
+        text = texts.get(field)
+        if text is not None and text_hash(field, text) == hash_:
+            return text
+    return None
+
+
+def _per_item(
+    docs: list[dict[str, Any]],
+    build: Callable[[str, dict[str, Any], list[dict[str, Any]]], list[q.WriteRequest]],
+    what: str,
+) -> Plan:
+    """Vector documents grouped by item; for each chunk of items, read their values and write what ``build(item id,
+    value, its vector documents)`` asks (items gone are skipped). Returns how many documents were updated."""
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        by_item.setdefault(str(doc["item_id"]), []).append(doc)
+    ids = sorted(by_item)
+    done = 0
+    for start in range(0, len(ids), ITEMS_PER_READ):
+        chunk = ids[start : start + ITEMS_PER_READ]
+        items = yield Find("items", {"_id": {"$in": chunk}}, {"_id": 1, "value": 1}, batch_size=len(chunk))
+        values = {d["_id"]: d.get("value") or {} for d in items}
+        requests = [r for iid in chunk if iid in values for r in build(iid, values[iid], by_item[iid])]
+        if not requests:
+            continue
+        outcome: WriteOutcome = yield Write(tuple(requests))
+        if outcome.errors:
+            logger.warning(
+                "setup(): %d of %d %s updates failed: %s", len(outcome.errors), len(requests), what, outcome.errors[:3]
+            )
+        done += len(requests) - len(outcome.errors)
+    return done
+
+
+def backfill_texts(index: IndexSettings) -> Plan:
+    """Give vector documents without ``text`` the text their hash was made from, when a mode reads it
+    (``stores_text``); returns how many were updated. Each update is conditional on the document still
+    having no text and the same hash, so a put racing it wins."""
+    if not index.stores_text:
+        return 0
+    fields = {"_id": 1, "item_id": 1, "field": 1, "text_hash": 1}
+    missing = yield Find("vectors", {r.TEXT_PATH: {"$exists": False}}, fields, batch_size=LARGE_BATCH)
+
+    def texts(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
+        requests = []
+        for doc in docs:
+            text = text_of(index, value, str(doc["field"]), str(doc["text_hash"]))
+            if text is None:
+                continue  # the item holds another text now: the vector is stale anyway
+            update: dict[str, Any] = {"$set": {r.TEXT_PATH: text}}
+            if index.auto_embed is not None:
+                update["$unset"] = {"embedding": ""}  # Atlas embeds the text
+            # item_id: the vectors' recommended shard key, which single-document writes carry
+            flt = {"_id": doc["_id"], "item_id": iid, "text_hash": doc["text_hash"], r.TEXT_PATH: {"$exists": False}}
+            requests.append(q.WriteRequest("vectors", "update_one", flt, update))
+        return requests
+
+    done: int = yield from _per_item(missing, texts, "vector text")
+    if done:
+        modes = (
+            ("automated embedding", index.auto_embed),
+            ("reranking", index.rerank),
+            ("hybrid search", index.hybrid),
+        )
+        turned_on = " and ".join(name for name, on in modes if on is not None)
+        logger.info("setup(): gave %d vector documents written before %s was turned on their text", done, turned_on)
+    return done
+
+
+def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
+    """Once filter fields were ``added``, rewrite every vector document's ``value`` (its copies of the
+    declared filter fields) that differs from what a put would write now; returns how many were."""
+    if not added:
+        return 0
+    vectors = yield Find("vectors", {}, {"_id": 1, "item_id": 1, "value": 1}, batch_size=LARGE_BATCH)
+
+    def copies(iid: str, value: dict[str, Any], docs: list[dict[str, Any]]) -> list[q.WriteRequest]:
+        wanted = q.filter_field_values(value, index.filter_fields)
+        update = {"$set": {"value": wanted}} if wanted else {"$unset": {"value": ""}}
+        return [
+            q.WriteRequest("vectors", "update_one", {"_id": doc["_id"], "item_id": iid}, update)  # with the shard key
+            for doc in docs
+            if (doc.get("value") or {}) != wanted
+        ]
+
+    done: int = yield from _per_item(vectors, copies, "filter field")
+    if done:
+        logger.info(
+            "setup(): copied the filter field(s) %s onto %d vector documents written before they were declared",
+            ", ".join(added),
+            done,
+        )
+    return done

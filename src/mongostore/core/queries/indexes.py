@@ -1,10 +1,8 @@
-"""B-tree/TTL index specs and the Atlas vector index definition."""
+"""The B-tree and TTL index specs of both collections."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,9 +14,8 @@ class IndexSpec:
 
 
 def item_indexes(sharded: bool = False) -> list[IndexSpec]:
-    """The items' B-tree and TTL indexes. ``sharded`` (behind mongos): ``path_key`` is not
-    unique, as a unique index must start with the shard key (code 67); ``_id`` =
-    ``path + NUL + key`` already makes (path, key) unique."""
+    """The items' B-tree and TTL indexes. ``sharded`` (behind mongos): ``path_key`` is not unique, as a unique index
+    must start with the shard key (code 67); ``_id`` = ``path + NUL + key`` already makes (path, key) unique."""
     return [
         IndexSpec((("path", 1), ("key", 1)), "path_key", unique=not sharded),
         IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
@@ -32,13 +29,3 @@ def vector_indexes() -> list[IndexSpec]:
         IndexSpec((("ns_prefixes", 1),), "ns_prefixes"),
         IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
     ]
-
-
-def vector_index_definition(dims: int, similarity: str, filter_fields: Sequence[str]) -> dict[str, Any]:
-    """The Atlas ``vectorSearch`` index definition (what ``atlas-index.json`` holds)."""
-    fields: list[dict[str, Any]] = [
-        {"type": "vector", "path": "embedding", "numDimensions": dims, "similarity": similarity},
-        {"type": "filter", "path": "ns_prefixes"},
-    ]
-    fields.extend({"type": "filter", "path": f"value.{name}"} for name in filter_fields)
-    return {"fields": fields}

@@ -40,16 +40,6 @@ def shard_range_filter(namespace_prefix: tuple[str, ...], role: Role = "items") 
     return {KEY_FIELD[role]: bounds} if bounds is not None else {}
 
 
-def with_shard_range(filt: Mapping[str, Any], namespace_prefix: tuple[str, ...]) -> dict[str, Any]:
-    """``filt`` and the prefix's ``_id`` range (``$and``); ``filt`` itself when there is no range."""
-    rng = shard_range_filter(namespace_prefix)
-    if not rng:
-        return dict(filt)
-    if not filt:
-        return rng
-    return {"$and": [rng, dict(filt)]}
-
-
 def literal_prefix(conditions: Sequence[MatchCondition] | None) -> tuple[str, ...]:
     """The longest run of literal leading labels (``*`` ends it) of any ``prefix`` condition: every
     namespace ``list_namespaces`` returns starts with it, so its range bounds the listing's reads."""

@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
-from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, search_filter, value_filter
-from mongostore.core.queries.namespaces import not_expired
+from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, all_of, not_expired, search_filter, value_filter
 from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.core.queries.writes import float32_vector
 
@@ -20,11 +19,10 @@ def vector_prefilter(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a search into the ``$vectorSearch`` pre-filter and the post-filter on items.
 
-    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``);
-    entries on declared filter fields that mongot accepts go into the pre-filter (on the
-    vector documents' copy ``value.<field>``), the rest is applied to the joined items. A
-    nested filter field reached by a nested dict is pre-filtered too, and the whole entry
-    stays in the post-filter (containment also constrains the other keys and levels).
+    The prefix becomes equality on ``ns_prefixes`` (``$vectorSearch`` has no ``$regex``); entries on declared filter
+    fields that mongot accepts go into the pre-filter (on the vector documents' copy ``value.<field>``), the rest is
+    applied to the joined items. A nested filter field reached by a nested dict is pre-filtered too, and the whole
+    entry stays in the post-filter (containment also constrains the other keys and levels).
     """
     pre: list[dict[str, Any]] = []
     if namespace_prefix:
@@ -38,8 +36,7 @@ def vector_prefilter(
             post[name] = spec
             if nested_fields and name not in LOGICAL_OPS:
                 pre.extend(_nested_conditions(name, spec, nested_fields))
-    pre_filter: dict[str, Any] = {} if not pre else pre[0] if len(pre) == 1 else {"$and": pre}
-    return pre_filter, post
+    return all_of(pre), post
 
 
 def _condition(path: str, spec: Any) -> dict[str, Any]:
@@ -110,10 +107,9 @@ def _mongot_type(value: Any) -> str | None:
 def _prefilterable(spec: Any) -> bool:
     """Only what mongot accepts, with the post-filter's meaning; the rest is post-filtered.
 
-    Equality on a bool, number, string or date; ranges on numbers, strings and dates;
-    ``$in`` of a non-empty list whose elements are all of one type (``InOperator``:
-    "must have elements of the same type"; null is not allowed). ``$ne``/``$nin`` stay in
-    the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
+    Equality on a bool, number, string or date; ranges on numbers, strings and dates; ``$in`` of a non-empty list whose
+    elements are all of one type (``InOperator``: "must have elements of the same type"; null is not allowed).
+    ``$ne``/``$nin`` stay in the post-filter: how ``$vectorSearch`` treats documents that lack the field (vector
     documents copy only scalar values) is not documented.
     """
     if not (isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec)):
@@ -167,13 +163,12 @@ def scored_page_stages(
 ) -> list[dict[str, Any]]:
     """Everything after the search stage(s) of an Atlas page (every mode): ids and scores.
 
-    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine /
-    dotProduct ``(1 + s) / 2`` -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None)
-    the fused or reranked ``score`` as it is. ``$facet``: ``hits``, the raw hits (fewer than
-    ``k``: every candidate was seen); ``scored``, the items that matched; ``page``, the best
-    valid vector per item (its hash still listed, the item passing the filters) as ``{_id,
-    score}``. Never whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per
-    document): the page is unwound after, one row per entry, each joining its item.
+    The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine / dotProduct ``(1 + s) / 2``
+    -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None) the fused or reranked ``score`` as it is. ``$facet``:
+    ``hits``, the raw hits (fewer than ``k``: every candidate was seen); ``scored``, the items that matched; ``page``,
+    the best valid vector per item (its hash still listed, the item passing the filters) as ``{_id, score}``. Never
+    whole items in it (``$facet`` caps: 100 MB per output, 16 MiB per document): the page is unwound after, one row per
+    entry, each joining its item.
     """
     if similarity is None:
         score: dict[str, Any] = {"$meta": "score"}
@@ -184,15 +179,11 @@ def scored_page_stages(
         if similarity == "euclidean":
             final = {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
-    item_match: list[dict[str, Any]] = [{"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}]
-    vf = value_filter(post_filter, base="item.value")
-    if vf:
-        item_match.append(vf)
-    if now is not None:
-        item_match.append({"item.expires_at": {"$not": {"$lte": now}}})
+    listed = {"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}
+    unexpired = {"item.expires_at": {"$not": {"$lte": now}}} if now is not None else {}
     valid: list[dict[str, Any]] = [
         {"$unwind": "$item"},
-        {"$match": item_match[0] if len(item_match) == 1 else {"$and": item_match}},
+        {"$match": all_of([listed, value_filter(post_filter, base="item.value"), unexpired])},
         {"$group": {"_id": "$item_id", "score": {"$max": "$score"}}},
     ]
     page: list[dict[str, Any]] = [
@@ -253,16 +244,9 @@ def vector_candidates_filter(
 ) -> dict[str, Any]:
     """The local path's vector documents under the prefix (multikey index on ns_prefixes);
     ``sharded``: the prefix's ``item_id`` range too, for mongos to target."""
-    parts: list[dict[str, Any]] = []
-    if namespace_prefix and sharded:
-        parts.append(shard_range_filter(namespace_prefix, "vectors"))
-    if namespace_prefix:
-        parts.append({"ns_prefixes": namespace_path(namespace_prefix)})
-    if now is not None:
-        parts.append(not_expired(now))
-    if not parts:
-        return {}
-    return parts[0] if len(parts) == 1 else {"$and": parts}
+    shard_range = shard_range_filter(namespace_prefix, "vectors") if sharded else {}
+    prefix = {"ns_prefixes": namespace_path(namespace_prefix)} if namespace_prefix else {}
+    return all_of([shard_range, prefix, not_expired(now)])
 
 
 def unscored_pipeline(

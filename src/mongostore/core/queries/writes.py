@@ -14,7 +14,7 @@ import numpy.typing as npt
 from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
 
 from mongostore.core.codec import ancestor_paths, item_id, namespace_key, namespace_path, vector_id
-from mongostore.core.queries.namespaces import NS_KEY
+from mongostore.core.queries.filters import NS_KEY
 
 Role = Literal["items", "vectors"]
 
@@ -43,13 +43,11 @@ def put_item_request(
 ) -> WriteRequest:
     """Upsert of one item as an update pipeline, so no read is needed to order writes.
 
-    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one
-    millisecond (BSON dates hold milliseconds): every write of an item moves it
-    forward, however close together two writes land. ``created_at`` is set on insert
-    from that same ``updated_at``, so ``created_at <= updated_at`` always holds.
-    Everything the caller gave goes in as a ``$literal`` (in a pipeline a string starting
-    with ``$`` is a field path). ``vector_hashes`` None leaves ``vectors`` as it is (no
-    index), an empty list removes it. ``iid`` is the item's ``item_id`` when known.
+    ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one millisecond (BSON dates hold
+    milliseconds): every write of an item moves it forward, however close together two writes land. ``created_at`` is
+    set on insert from that same ``updated_at``, so ``created_at <= updated_at`` always holds. Everything the caller
+    gave goes in as a ``$literal`` (in a pipeline a string starting with ``$`` is a field path). ``vector_hashes`` None
+    leaves ``vectors`` as it is (no index), an empty list removes it. ``iid`` is the item's ``item_id`` when known.
     """
     set_: dict[str, Any] = {
         "namespace": {"$literal": list(namespace)},
@@ -123,24 +121,25 @@ def put_vector_request(
     key: str,
     field_name: str,
     hash_: str,
-    embedding: Sequence[float] | Binary,
+    embedding: Sequence[float] | Binary | None,
     value_fields: Mapping[str, Any],
     now: datetime,
     ttl_minutes: float | None,
     iid: str = "",
+    text: str | None = None,
 ) -> WriteRequest:
     """Upsert of one vector document (one indexed field), its embedding a packed float32 BinData vector:
-    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``."""
+    what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``.
+    ``text``: stored too (``$search``, ``$rerank`` read it); no ``embedding``: Atlas embeds the text."""
     iid = iid or item_id(namespace, key)
     update = _retag_update(value_fields, now, ttl_minutes)
-    update["$set"] = {
-        "item_id": iid,
-        "field": field_name,
-        "text_hash": hash_,
-        "ns_prefixes": ancestor_paths(namespace),
-        "embedding": embedding if isinstance(embedding, Binary) else float32_vector(embedding),
-        **update["$set"],
-    }
+    update["$set"].update(item_id=iid, field=field_name, text_hash=hash_, ns_prefixes=ancestor_paths(namespace))
+    if embedding is None:
+        update.setdefault("$unset", {})["embedding"] = ""
+    else:
+        update["$set"]["embedding"] = embedding if isinstance(embedding, Binary) else float32_vector(embedding)
+    if text is not None:
+        update["$set"]["text"] = text  # retrieval.TEXT_PATH
     return WriteRequest(
         "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
     )
