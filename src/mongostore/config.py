@@ -26,18 +26,6 @@ from mongostore.core.retrieval import (
 )
 from mongostore.errors import ConfigurationError
 
-__all__ = [
-    "DEFAULT_INDEX_NAME",
-    "IndexSettings",
-    "MongoIndexConfig",
-    "Similarity",
-    "TTLSettings",
-    "VectorSearchMode",
-    "index_settings",
-    "sweep_minutes",
-    "ttl_settings",
-]
-
 Similarity = Literal["cosine", "dotProduct", "euclidean"]
 VectorSearchMode = Literal["auto", "atlas", "local"]
 DEFAULT_INDEX_NAME = "mongostore_vectors"
@@ -134,16 +122,6 @@ def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:  # calle
     return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in fields]
 
 
-@dataclass(frozen=True)
-class TTLSettings:
-    """Normalised TTL settings; every duration in minutes."""
-
-    default_ttl: float | None = None
-    refresh_on_read: bool = True
-    omit_expired: bool = False
-    sweep_interval_minutes: float | None = None
-
-
 def _validated(model: type[_Options], given: object, what: str, kind: str) -> _Options:
     """``given`` checked by ``model``; the ``ConfigurationError`` names each bad key as ``what['key']``."""
     if not isinstance(given, Mapping):
@@ -193,9 +171,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             raise ConfigurationError(f"index[{key!r}]: {exc}") from None
 
     model = _auto_model(opts.embed)
-    auto: AutoEmbedSettings | None = None
-    if model is not None:
-        auto = checked("embed", auto_embed_settings, model, opts.dims)
+    auto: AutoEmbedSettings | None = None if model is None else checked("embed", auto_embed_settings, model, opts.dims)
     rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
     hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
     embeddings: Embeddings
@@ -233,9 +209,6 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     )
 
 
-ATLAS_EMBED_PREFIX = "atlas:"
-
-
 class AtlasEmbeddings(Embeddings):
     """``IndexSettings.embeddings`` under automated embedding: Atlas embeds, so a call fails loudly."""
 
@@ -250,14 +223,11 @@ class AtlasEmbeddings(Embeddings):
         raise RuntimeError(self.refusal)
 
 
-LOCAL_EMBEDDERS = ("minilm", "hashing")
-
-
 def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | None:
     """``embed="minilm"`` / ``"hashing"``: the project's own offline embedders, as the CLI's
     ``--embed`` takes them (``tools.settings.resolve_embeddings``: one rule for both; ``dims``
     may then be left out). Imported here, lazily: the one place configuration reaches a tool."""
-    if not isinstance(embed, str) or embed.strip().lower() not in LOCAL_EMBEDDERS:
+    if not isinstance(embed, str) or embed.strip().lower() not in ("minilm", "hashing"):
         return None
     from mongostore.tools.settings import resolve_embeddings
 
@@ -268,8 +238,8 @@ def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | No
 
 def _auto_model(embed: Any) -> str | None:
     """The Voyage model of ``embed="atlas:<model>"`` or of langchain-mongodb's ``AutoEmbeddings``."""
-    if isinstance(embed, str) and embed.startswith(ATLAS_EMBED_PREFIX):
-        return embed[len(ATLAS_EMBED_PREFIX) :]
+    if isinstance(embed, str) and embed.startswith("atlas:"):
+        return embed.removeprefix("atlas:")
     if type(embed).__name__ in ("AutoEmbeddings", "AtlasEmbeddings") and isinstance(getattr(embed, "model", None), str):
         return str(embed.model)
     return None
@@ -279,7 +249,9 @@ def _auto_model(embed: Any) -> str | None:
 MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
 
-class _TTLOptions(BaseModel):
+class TTLSettings(BaseModel):
+    """Validated TTL settings; every duration in minutes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
@@ -301,4 +273,4 @@ def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | Non
     """Validate ``ttl=`` (minutes) and return frozen settings (``None`` when not given)."""
     if ttl is None:
         return None
-    return TTLSettings(**_validated(_TTLOptions, ttl, "ttl", "TTLConfig").model_dump())
+    return _validated(TTLSettings, ttl, "ttl", "TTLConfig")
