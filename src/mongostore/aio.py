@@ -57,6 +57,10 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
     """
 
+    _driver = AsyncIO
+    _io: AsyncIO
+    _sweeper: asyncio.Task[None] | None = None
+
     def __init__(
         self,
         collection: Any,
@@ -75,10 +79,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
                 "coroutine run by asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
                 "sync code uses MongoStore"
             ) from None
-        super().__init__()
-        self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
-        self._sweeper: asyncio.Task[None] | None = None
-        self._owned_client: Any = None
+        super().__init__(collection, index=index, ttl=ttl, vectors_collection=vectors_collection, backend=backend)
 
     async def __aenter__(self) -> AsyncMongoStore:
         return self

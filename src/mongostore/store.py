@@ -15,18 +15,17 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Self
 
-from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
 from pymongo import MongoClient
-from pymongo.collection import Collection
 from pymongo.driver_info import DriverInfo
 
-from mongostore.config import TTLSettings, VectorSearchMode, index_settings, sweep_minutes, ttl_settings
+from mongostore.config import TTLSettings, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
+from mongostore.drivers.aio import AsyncIO
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
 from mongostore.drivers.mongomock_compat import adapt_collection
@@ -55,36 +54,40 @@ class _StoreConfig:
 
     supports_ttl = True
     vectors_collection: Any | None
+    _driver: type[SyncIO] | type[AsyncIO]
+    _owned_client: Any = None  # the client from_conn_string opened: closed with the store
 
-    def _configure(
+    def __init__(
         self,
         collection: Any,
-        index: IndexConfig | Mapping[str, Any] | None,
-        ttl: TTLConfig | None,
-        vectors_collection: Any | None,
-    ) -> tuple[Any, Any | None, Embeddings | None, VectorSearchMode]:
-        """Validates the settings; returns what the store's driver needs."""
-        collection, vectors_collection = adapt_collection(collection), adapt_collection(vectors_collection)
-        self.collection = collection
-        self._index = index_settings(index)
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        vectors_collection: Any | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        """``backend``: what the collection runs on (``drivers.backend``); the embedded stores pass theirs."""
+        super().__init__()
+        self.collection = items = adapt_collection(collection)
+        self._index = settings = index_settings(index)
         ttl_settings(ttl)
         # BaseStore reads these two for refresh/default-TTL resolution: copies.
         self.index_config = dict(index) if index is not None else None
         self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
-        self.vectors_collection = None
-        self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
-        if self._index is None:
-            return collection, None, None, "auto"
-        if vectors_collection is None:
-            vectors_collection = collection.database[vectors_name(collection.name)]
-        elif _database_name(vectors_collection) != _database_name(collection):
+        self.vectors_collection = vectors = adapt_collection(vectors_collection) if settings else None
+        self._vector_cache = VectorCache(settings.dims) if settings else None
+        if settings is None:
+            self._io = self._driver(items, None, None, backend=backend)
+            return
+        if vectors is None:
+            self.vectors_collection = vectors = items.database[vectors_name(items.name)]
+        elif _database_name(vectors) != _database_name(items):
             # $lookup joins only within one database: the items would never be found.
             raise ConfigurationError(
-                f"vectors_collection= must be in the items' database {_database_name(collection)!r}, "
-                f"not {_database_name(vectors_collection)!r}: semantic search joins the two with $lookup"
+                f"vectors_collection= must be in the items' database {_database_name(items)!r}, "
+                f"not {_database_name(vectors)!r}: semantic search joins the two with $lookup"
             )
-        self.vectors_collection = vectors_collection
-        return collection, vectors_collection, self._index.embeddings, self._index.vector_search
+        self._io = self._driver(items, vectors, settings.embeddings, settings.vector_search, backend=backend)
 
     def _omit_expired(self) -> bool:
         # Read from ttl_config on every call, as BaseStore reads default_ttl and refresh_on_read.
@@ -129,7 +132,7 @@ class _StoreConfig:
     @classmethod
     def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> Self:
         items, vectors, backend = engine
-        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)  # type: ignore[call-arg]
+        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)
 
     @classmethod
     def in_memory(
@@ -184,20 +187,9 @@ class MongoStore(_StoreConfig, BaseStore):
     ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
     """
 
-    def __init__(
-        self,
-        collection: Collection[Any],
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        vectors_collection: Collection[Any] | None = None,
-        backend: Backend | None = None,
-    ) -> None:
-        """``backend``: what the collection runs on (``drivers.backend``); the embedded stores pass theirs."""
-        self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
-        self._sweeper: concurrent.futures.Future[None] | None = None
-        self._sweeper_stop = threading.Event()
-        self._owned_client: MongoClient[Any] | None = None
+    _driver = SyncIO
+    _io: SyncIO
+    _sweeper: concurrent.futures.Future[None] | None = None
 
     def __enter__(self) -> MongoStore:
         return self
@@ -277,7 +269,7 @@ class MongoStore(_StoreConfig, BaseStore):
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
         seconds = self._sweep_seconds(sweep_interval_minutes)
-        self._sweeper_stop.clear()
+        self._sweeper_stop = threading.Event()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
