@@ -122,9 +122,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         from pymongo import AsyncMongoClient
 
         await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
-        client: AsyncMongoClient[Any] = AsyncMongoClient(
-            conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
-        )
+        client = AsyncMongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
         async with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
             yield store

@@ -35,16 +35,12 @@ _Options = TypeVar("_Options", bound=BaseModel)
 class MongoIndexConfig(IndexConfig, total=False):
     """LangGraph's ``IndexConfig`` plus mongostore's extensions (the README's "Semantic search").
 
-    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``.
-    filter_fields: ``value`` fields (nested ones dotted, ``"metadata.available"``) that filters
-        on run inside ``$vectorSearch`` (``filter`` fields of the vector index).
-    index_name: the vector search index (default ``mongostore_vectors``).
+    filter_fields: ``value`` fields (nested ones dotted) that filters on run inside ``$vectorSearch``.
     vector_search: ``auto`` (ask the server), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
     rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` (MongoDB 8.3+).
-    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` with a
-        ``$search`` ranking (MongoDB 8.0+; fused locally elsewhere).
+    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` (MongoDB 8.0+).
     ``embed="atlas:<voyage model>"``: Atlas embeds (automated embedding); ``dims`` is optional.
     """
 

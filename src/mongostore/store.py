@@ -269,11 +269,11 @@ class MongoStore(_StoreConfig, BaseStore):
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
         seconds = self._sweep_seconds(sweep_interval_minutes)
-        self._sweeper_stop = threading.Event()
+        stop = self._sweeper_stop = threading.Event()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
-            while not self._sweeper_stop.wait(seconds):
+            while not stop.wait(seconds):
                 try:
                     if n := self.sweep_ttl():
                         logger.info("TTL sweep deleted %d expired item(s)", n)

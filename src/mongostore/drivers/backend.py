@@ -20,18 +20,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Backend:
-    """A store's backend.
+    """A store's backend (the table in docs/architecture.md, "The backend seam").
 
-    - ``emulated``: an engine in this process (mongomock, the local file), not a MongoDB server:
-      no server commands (``hello``, ``buildInfo``), no client-level ``bulk_write``, and a
-      ``$vectorSearch`` it cannot run means "no vector search here";
-    - ``local_file``: the emulated engine keeps its data in a file (``drivers.embedded``);
-    - ``threads``: independent reads and writes may run in threads at once (a pymongo client
-      is thread-safe; an emulated engine is not);
-    - ``unit()``: held around a whole plan, so that a store operation is one transaction of
-      the engine (a lock; for the local file, its lock-load-save: one save per operation);
-    - ``aunit()``: the same for the async driver where holding ``unit()`` would block the event
-      loop (the local file: its lock and file I/O run on the engine's thread); None: ``unit()``.
+    ``emulated``: an engine in this process, not a server: no server commands, no client-level
+    ``bulk_write``, and a ``$vectorSearch`` it cannot run means "no vector search here".
+    ``threads``: independent reads and writes may overlap in threads (pymongo is thread-safe).
+    ``unit()``: held around a whole plan, so a store operation is one transaction of the engine;
+    ``aunit()``: the same for the async driver where ``unit()`` would block the event loop.
     """
 
     emulated: bool = False
