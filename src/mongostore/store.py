@@ -53,7 +53,6 @@ class _StoreConfig:
     """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
     supports_ttl = True
-    vectors_collection: Any | None
     _driver: type[SyncIO] | type[AsyncIO]
     _owned_client: Any = None  # the client from_conn_string opened: closed with the store
 
