@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -55,13 +54,15 @@ class MongoIndexConfig(IndexConfig, total=False):
 
 
 class _IndexOptions(BaseModel):
+    """``index=`` as given, checked."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     dims: int | None = Field(default=None, gt=0, le=8192)
     embed: Any
-    fields: list[str] | None = None
+    fields: tuple[str, ...] | None = None
     similarity: Similarity = "cosine"
-    filter_fields: list[str] = Field(default_factory=list)
+    filter_fields: tuple[str, ...] = ()
     index_name: str = Field(default=DEFAULT_INDEX_NAME, min_length=1)
     vector_search: VectorSearchMode = "auto"
     candidate_factor: int = Field(default=20, ge=1, le=10_000)
@@ -71,7 +72,7 @@ class _IndexOptions(BaseModel):
 
     @field_validator("filter_fields")
     @classmethod
-    def _plain_field_names(cls, names: list[str]) -> list[str]:
+    def _plain_field_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         for name in names:  # a value field, or a nested one as a dotted path (as langgraph-store-mongodb)
             if not name or "\x00" in name or any(not p or p.startswith("$") for p in name.split(".")):
                 raise ValueError(
@@ -86,19 +87,12 @@ class _IndexOptions(BaseModel):
         return names
 
 
-@dataclass(frozen=True)
-class IndexSettings:
-    """Normalised semantic-search settings."""
+class IndexSettings(_IndexOptions):
+    """The checked ``index=`` with its embedder resolved: what the plans read."""
 
     dims: int
     embeddings: Embeddings
     fields: tuple[str, ...]
-    similarity: Similarity
-    filter_fields: tuple[str, ...]
-    index_name: str
-    vector_search: VectorSearchMode
-    candidate_factor: int
-    setup_timeout: float
     auto_embed: AutoEmbedSettings | None = None
     rerank: RerankSettings | None = None
     hybrid: HybridSettings | None = None
@@ -182,27 +176,15 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             embeddings, dims = ensure_embeddings(opts.embed), opts.dims
         except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
             raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
-    fields = tuple(opts.fields) if opts.fields else ("$",)
+    fields = opts.fields or ("$",)
     for f in fields:
         if f not in ("$", ""):
             try:
                 tokenize_path(f)
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
-    return IndexSettings(
-        dims=dims,
-        embeddings=embeddings,
-        fields=fields,
-        similarity=opts.similarity,
-        filter_fields=tuple(opts.filter_fields),
-        index_name=opts.index_name,
-        vector_search=opts.vector_search,
-        candidate_factor=opts.candidate_factor,
-        setup_timeout=opts.setup_timeout,
-        auto_embed=auto,
-        rerank=rerank,
-        hybrid=hybrid,
-    )
+    resolved = {"dims": dims, "embeddings": embeddings, "auto_embed": auto, "rerank": rerank, "hybrid": hybrid}
+    return IndexSettings(**{**dict(opts), **resolved, "fields": fields})
 
 
 class AtlasEmbeddings(Embeddings):

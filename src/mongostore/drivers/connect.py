@@ -8,6 +8,10 @@ from __future__ import annotations
 import socket
 import time
 
+from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+from pymongo.errors import InvalidURI
+from pymongo.uri_parser import parse_uri
+
 from mongostore.errors import ServerUnreachableError
 
 PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
@@ -25,10 +29,6 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
     still reach it within ``timeout``); None when one accepted. An invalid URI raises pymongo's
     ``ConfigurationError`` before any network use.
     """
-    from pymongo.errors import ConfigurationError as PyMongoConfigurationError
-    from pymongo.errors import InvalidURI
-    from pymongo.uri_parser import parse_uri
-
     srv = uri.startswith("mongodb+srv://")
     if srv:
         # Check the syntax and options first, without DNS: a failure after this is the network's.
@@ -69,9 +69,8 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
 def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = None) -> str | None:
     """``probe_server`` for ``from_conn_string`` with the client's server-selection timeout; only
     ``mongodb://`` and ``mongodb+srv://`` URIs (one host that accepts is enough to go on)."""
-    if not conn_string.startswith(("mongodb://", "mongodb+srv://")):
-        return None
-    if time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE:
+    recent = time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE
+    if recent or not conn_string.startswith(("mongodb://", "mongodb+srv://")):
         return None
     raw = (client_kwargs or {}).get("serverSelectionTimeoutMS")
     timeout = DEFAULT_SELECTION_TIMEOUT if not isinstance(raw, (int, float)) or raw <= 0 else raw / 1000
