@@ -41,7 +41,7 @@ from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
-from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreBase
 
 logger = logging.getLogger("mongostore")
 
@@ -49,7 +49,7 @@ logger = logging.getLogger("mongostore")
 _OUTCOME: ContextVar[tuple[list[Op], _plan.BatchOutcome] | None] = ContextVar("mongostore_outcome", default=None)
 
 
-class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
+class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
     """A LangGraph store on a pymongo ``AsyncCollection`` (or a Motor collection).
 
     >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:

@@ -1,5 +1,5 @@
 """``MongoStore``, the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``, and
-``_StoreConfig``, what it shares with ``AsyncMongoStore``. Every method runs a plan from
+``_StoreBase``, what it shares with ``AsyncMongoStore``. Every method runs a plan from
 ``core.plan``; the constructor does no I/O.
 """
 
@@ -49,7 +49,7 @@ def _database_name(collection: Any) -> str:
     return str(getattr(collection.database, "name", ""))
 
 
-class _StoreConfig:
+class _StoreBase:
     """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
     supports_ttl = True
@@ -178,7 +178,7 @@ class _StoreConfig:
         return None
 
 
-class MongoStore(_StoreConfig, BaseStore):
+class MongoStore(_StoreBase, BaseStore):
     """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
 
     >>> with MongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
