@@ -17,7 +17,7 @@ from mongostore.drivers.backend import Backend
 # (The doubles sit on a mongomock database, which would otherwise make ours treat them as
 # mongomock's engine: one request at a time. The recording ran on mongomock, so no server
 # commands or client-level bulk_write either.)
-REPLAYED_SERVER = Backend(name="replayed server", emulated=True, threads=True)
+REPLAYED_SERVER = Backend(emulated=True, threads=True)
 
 _REPLAY_DB: Any = None
 _REPLAY_ADB: Any = None

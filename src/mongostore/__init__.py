@@ -1,9 +1,8 @@
 """mongostore: a LangGraph long-term-memory store on MongoDB.
 
-``MongoStore`` (sync, pymongo) and ``AsyncMongoStore`` (asyncio, pymongo's
-``AsyncMongoClient`` or Motor) are full ``langgraph.store.base.BaseStore`` s.
-Semantic search runs as ``$vectorSearch`` on Atlas and as an exact numpy ranking
-elsewhere.
+``MongoStore`` (sync, pymongo) and ``AsyncMongoStore`` (asyncio: pymongo's ``AsyncMongoClient`` or
+Motor) are full ``langgraph.store.base.BaseStore`` s; semantic search runs as ``$vectorSearch`` on
+Atlas and as an exact numpy ranking elsewhere.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``AsyncMongoStore``: native asyncio on pymongo's ``AsyncMongoClient`` (Motor accepted).
 
-It is LangGraph's ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one event-loop
-tick are coalesced into one ``abatch``, which runs the same plans as ``MongoStore``, with no
-thread pool. Construct it inside a running event loop (LangGraph's base class requires it).
+A LangGraph ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one event-loop tick
+are coalesced into one ``abatch``, which runs the same plans as ``MongoStore``.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
-from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreConfig
+from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreBase
 
 logger = logging.getLogger("mongostore")
 
@@ -50,13 +49,17 @@ logger = logging.getLogger("mongostore")
 _OUTCOME: ContextVar[tuple[list[Op], _plan.BatchOutcome] | None] = ContextVar("mongostore_outcome", default=None)
 
 
-class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
+class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
     """A LangGraph store on a pymongo ``AsyncCollection`` (or a Motor collection).
 
     >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
     ...     await store.setup()
     ...     await store.aput(("users", "alice"), "pref", {"food": "pizza"})
     """
+
+    _driver = AsyncIO
+    _io: AsyncIO
+    _sweeper: asyncio.Task[None] | None = None
 
     def __init__(
         self,
@@ -67,20 +70,16 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         vectors_collection: Any | None = None,
         backend: Backend | None = None,
     ) -> None:
-        """``backend``: as for ``MongoStore``."""
         self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
         try:
             asyncio.get_running_loop()
-        except RuntimeError:  # one line, where LangGraph raises a bare "no running event loop", then fails in __del__
+        except RuntimeError:  # LangGraph raises a bare "no running event loop", then fails in __del__
             raise RuntimeError(
                 f"{type(self).__name__} needs a running event loop: create it inside async code (in a "
                 "coroutine run by asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
                 "sync code uses MongoStore"
             ) from None
-        super().__init__()
-        self._io = AsyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
-        self._sweeper: asyncio.Task[None] | None = None
-        self._owned_client: Any = None
+        super().__init__(collection, index=index, ttl=ttl, vectors_collection=vectors_collection, backend=backend)
 
     async def __aenter__(self) -> AsyncMongoStore:
         return self
@@ -114,11 +113,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         ttl: TTLConfig | None = None,
         **client_kwargs: Any,
     ) -> AsyncIterator[AsyncMongoStore]:
-        """A store on ``conn_string`` with a tz-aware ``AsyncMongoClient``, closed afterwards.
-
-        ``mongomock://`` gives an in-memory store and ``mongostore-local://[/abs/dir]``
-        the persistent embedded one (both in the base install): for development only.
-        """
+        """A store on ``conn_string`` (as ``MongoStore.from_conn_string``) with an ``AsyncMongoClient``."""
         embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
         if embedded is not None:
             async with embedded as store:
@@ -127,29 +122,24 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         from pymongo import AsyncMongoClient
 
         await asyncio.to_thread(check_reachable, conn_string, client_kwargs)  # one line at once, not 30 s
-        client: AsyncMongoClient[Any] = AsyncMongoClient(
-            conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs
-        )
+        client = AsyncMongoClient(conn_string, tz_aware=True, driver=DRIVER_INFO, **client_kwargs)
         async with client, cls(client[db_name][collection_name], index=index, ttl=ttl) as store:
             store._owned_client = client
             yield store
 
-    # ------------------------------------------------------------------ BaseStore
-
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         outcome: _plan.BatchOutcome = await run_async(self._batch_plan(ops, _plan.batch_outcome_plan), self._io)
-        # What each op's caller must see, for ``_drain`` (the same task: the context is shared):
-        # a rejected write fails its own callers only, whoever wraps or overrides abatch.
+        # For ``_drain`` (same task, same context): a rejected write fails its own callers only,
+        # whoever wraps or overrides abatch.
         _OUTCOME.set((ops, outcome))
         outcome.raise_any()
         return outcome.results
 
-    # Every a* method checks its op fully before queueing it (a bad call fails only its own caller,
-    # not the coroutines coalesced with it), with namespaces as tuples and keys str()-ed as
-    # BaseStore's sync methods do. ``_drain`` (not LangGraph's ``_run``) empties the queue.
-
     def _queue(self, op: Op) -> asyncio.Future[Any]:
+        """``op`` checked, then queued for ``_drain``: a bad call fails only its own caller, not those
+        coalesced with it (keys are str()-ed by the a* methods, as BaseStore's sync methods do)."""
+        op = _plan.check_op(op)
         self._ensure_task()
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._aqueue.put_nowait((fut, op))
@@ -160,7 +150,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
             self._task = self._loop.create_task(_drain(self._aqueue, weakref.ref(self)))
 
     async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        op = _plan.check_op(GetOp(as_namespace(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl)))
+        op = GetOp(namespace, str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
         return await self._queue(op)  # type: ignore[no-any-return]
 
     async def aput(
@@ -184,8 +174,7 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         await self._queue(op)
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
-        op = _plan.check_op(PutOp(as_namespace(namespace), str(key), None, ttl=None))
-        await self._queue(op)
+        await self._queue(PutOp(namespace, str(key), None, ttl=None))
 
     async def asearch(
         self,
@@ -198,9 +187,9 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        prefix = as_namespace(namespace_prefix, "namespace prefix")
-        op = SearchOp(prefix, filter, limit, offset, query, refresh_ttl=_ensure_refresh(self.ttl_config, refresh_ttl))
-        return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
+        refresh = _ensure_refresh(self.ttl_config, refresh_ttl)
+        op = SearchOp(namespace_prefix, filter, limit, offset, query, refresh_ttl=refresh)
+        return await self._queue(op)  # type: ignore[no-any-return]
 
     async def alist_namespaces(
         self,
@@ -217,16 +206,14 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
         if suffix:
             conditions.append(MatchCondition("suffix", as_namespace(suffix, "suffix")))
         op = ListNamespacesOp(tuple(conditions), max_depth, limit, offset)
-        return await self._queue(_plan.check_op(op))  # type: ignore[no-any-return]
-
-    # ------------------------------------------------------------------ extras
+        return await self._queue(op)  # type: ignore[no-any-return]
 
     async def setup(self) -> None:
-        """Create the indexes (and the Atlas vector index, waiting until queryable). Idempotent."""
+        """As ``MongoStore.setup``."""
         await run_async(_plan.setup_plan(self._index), self._io)
 
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
-        """Opt-in: shard the store's unsharded collections behind mongos (``MongoStore.shard_collections``)."""
+        """As ``MongoStore.shard_collections``."""
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
         return await run_async(plan, self._io)  # type: ignore[no-any-return]
 
@@ -236,11 +223,11 @@ class AsyncMongoStore(_StoreConfig, AsyncBatchedBaseStore):
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
-        """Run an aggregation pipeline over the items under ``namespace_prefix`` only."""
+        """As ``MongoStore.aggregate``."""
         return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     async def sweep_ttl(self) -> int:
-        """Delete expired items and their vectors now; returns the number of items deleted."""
+        """As ``MongoStore.sweep_ttl``."""
         return await run_async(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
 
     async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
@@ -287,14 +274,10 @@ async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weak
 
 
 async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any], Op]]) -> None:
-    """Run one batch; unlike LangGraph, errors go to the callers they concern.
-
-    When the server rejects some writes, each put or delete whose write failed (and every
-    caller whose op was collapsed into it) gets a ``WriteError`` naming its item; a write that
-    failed as a whole (network, write concern) fails the puts and deletes, and the reads whose
-    TTL refresh it carried; the other reads are answered. An error before the write (a read or
-    the embedder) fails every caller of the batch.
-    """
+    """Run one batch; unlike LangGraph, errors go to the callers they concern: each put or delete
+    whose write failed (with the ops collapsed into it) gets its ``WriteError``; a write failed as a
+    whole fails the puts, deletes and the reads whose TTL refresh it carried; an error before the
+    write (a read, the embedder) fails every caller of the batch."""
     if not items:
         return
     listen, ops = _dedupe_ops([op for _, op in items])
@@ -311,11 +294,10 @@ async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any],
     finally:
         _OUTCOME.reset(token)
     for n, (fut, _) in enumerate(items):
+        ix = listen[n] if listen is not None else n
         if fut.done():
             continue
-        ix = listen[n] if listen is not None else n
-        error = errors[ix]
-        if error is not None:
+        if (error := errors[ix]) is not None:
             fut.set_exception(error)
         else:
             fut.set_result(results[ix])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -26,18 +25,6 @@ from mongostore.core.retrieval import (
 )
 from mongostore.errors import ConfigurationError
 
-__all__ = [
-    "DEFAULT_INDEX_NAME",
-    "IndexSettings",
-    "MongoIndexConfig",
-    "Similarity",
-    "TTLSettings",
-    "VectorSearchMode",
-    "index_settings",
-    "sweep_minutes",
-    "ttl_settings",
-]
-
 Similarity = Literal["cosine", "dotProduct", "euclidean"]
 VectorSearchMode = Literal["auto", "atlas", "local"]
 DEFAULT_INDEX_NAME = "mongostore_vectors"
@@ -47,16 +34,12 @@ _Options = TypeVar("_Options", bound=BaseModel)
 class MongoIndexConfig(IndexConfig, total=False):
     """LangGraph's ``IndexConfig`` plus mongostore's extensions (the README's "Semantic search").
 
-    similarity: ``cosine`` (default), ``dotProduct`` or ``euclidean``.
-    filter_fields: ``value`` fields (nested ones dotted, ``"metadata.available"``) that filters
-        on run inside ``$vectorSearch`` (``filter`` fields of the vector index).
-    index_name: the vector search index (default ``mongostore_vectors``).
+    filter_fields: ``value`` fields (nested ones dotted) that filters on run inside ``$vectorSearch``.
     vector_search: ``auto`` (ask the server), ``atlas`` or ``local`` (exact numpy ranking).
     candidate_factor: numCandidates = factor x vectors asked for (Atlas recommends >= 20).
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
     rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` (MongoDB 8.3+).
-    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` with a
-        ``$search`` ranking (MongoDB 8.0+; fused locally elsewhere).
+    hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` (MongoDB 8.0+).
     ``embed="atlas:<voyage model>"``: Atlas embeds (automated embedding); ``dims`` is optional.
     """
 
@@ -71,13 +54,15 @@ class MongoIndexConfig(IndexConfig, total=False):
 
 
 class _IndexOptions(BaseModel):
+    """``index=`` as given, checked."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     dims: int | None = Field(default=None, gt=0, le=8192)
     embed: Any
-    fields: list[str] | None = None
+    fields: tuple[str, ...] | None = None
     similarity: Similarity = "cosine"
-    filter_fields: list[str] = Field(default_factory=list)
+    filter_fields: tuple[str, ...] = ()
     index_name: str = Field(default=DEFAULT_INDEX_NAME, min_length=1)
     vector_search: VectorSearchMode = "auto"
     candidate_factor: int = Field(default=20, ge=1, le=10_000)
@@ -87,7 +72,7 @@ class _IndexOptions(BaseModel):
 
     @field_validator("filter_fields")
     @classmethod
-    def _plain_field_names(cls, names: list[str]) -> list[str]:
+    def _plain_field_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
         for name in names:  # a value field, or a nested one as a dotted path (as langgraph-store-mongodb)
             if not name or "\x00" in name or any(not p or p.startswith("$") for p in name.split(".")):
                 raise ValueError(
@@ -102,19 +87,12 @@ class _IndexOptions(BaseModel):
         return names
 
 
-@dataclass(frozen=True)
-class IndexSettings:
-    """Normalised semantic-search settings."""
+class IndexSettings(_IndexOptions):
+    """The checked ``index=`` with its embedder resolved: what the plans read."""
 
     dims: int
     embeddings: Embeddings
     fields: tuple[str, ...]
-    similarity: Similarity
-    filter_fields: tuple[str, ...]
-    index_name: str
-    vector_search: VectorSearchMode
-    candidate_factor: int
-    setup_timeout: float
     auto_embed: AutoEmbedSettings | None = None
     rerank: RerankSettings | None = None
     hybrid: HybridSettings | None = None
@@ -132,16 +110,6 @@ class IndexSettings:
 @functools.lru_cache(maxsize=256)
 def _tokenized(fields: tuple[str, ...]) -> list[tuple[str, list[str]]]:  # callers only read it
     return [(f, ["$"] if f in ("$", "") else tokenize_path(f)) for f in fields]
-
-
-@dataclass(frozen=True)
-class TTLSettings:
-    """Normalised TTL settings; every duration in minutes."""
-
-    default_ttl: float | None = None
-    refresh_on_read: bool = True
-    omit_expired: bool = False
-    sweep_interval_minutes: float | None = None
 
 
 def _validated(model: type[_Options], given: object, what: str, kind: str) -> _Options:
@@ -193,9 +161,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             raise ConfigurationError(f"index[{key!r}]: {exc}") from None
 
     model = _auto_model(opts.embed)
-    auto: AutoEmbedSettings | None = None
-    if model is not None:
-        auto = checked("embed", auto_embed_settings, model, opts.dims)
+    auto: AutoEmbedSettings | None = None if model is None else checked("embed", auto_embed_settings, model, opts.dims)
     rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
     hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
     embeddings: Embeddings
@@ -210,30 +176,15 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             embeddings, dims = ensure_embeddings(opts.embed), opts.dims
         except Exception as exc:  # ensure_embeddings raises ValueError/ImportError for bad specs
             raise ConfigurationError(f"index['embed'] is not usable: {exc}") from exc
-    fields = tuple(opts.fields) if opts.fields else ("$",)
+    fields = opts.fields or ("$",)
     for f in fields:
         if f not in ("$", ""):
             try:
                 tokenize_path(f)
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
-    return IndexSettings(
-        dims=dims,
-        embeddings=embeddings,
-        fields=fields,
-        similarity=opts.similarity,
-        filter_fields=tuple(opts.filter_fields),
-        index_name=opts.index_name,
-        vector_search=opts.vector_search,
-        candidate_factor=opts.candidate_factor,
-        setup_timeout=opts.setup_timeout,
-        auto_embed=auto,
-        rerank=rerank,
-        hybrid=hybrid,
-    )
-
-
-ATLAS_EMBED_PREFIX = "atlas:"
+    resolved = {"dims": dims, "embeddings": embeddings, "auto_embed": auto, "rerank": rerank, "hybrid": hybrid}
+    return IndexSettings(**{**dict(opts), **resolved, "fields": fields})
 
 
 class AtlasEmbeddings(Embeddings):
@@ -250,14 +201,11 @@ class AtlasEmbeddings(Embeddings):
         raise RuntimeError(self.refusal)
 
 
-LOCAL_EMBEDDERS = ("minilm", "hashing")
-
-
 def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | None:
     """``embed="minilm"`` / ``"hashing"``: the project's own offline embedders, as the CLI's
     ``--embed`` takes them (``tools.settings.resolve_embeddings``: one rule for both; ``dims``
     may then be left out). Imported here, lazily: the one place configuration reaches a tool."""
-    if not isinstance(embed, str) or embed.strip().lower() not in LOCAL_EMBEDDERS:
+    if not isinstance(embed, str) or embed.strip().lower() not in ("minilm", "hashing"):
         return None
     from mongostore.tools.settings import resolve_embeddings
 
@@ -268,8 +216,8 @@ def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | No
 
 def _auto_model(embed: Any) -> str | None:
     """The Voyage model of ``embed="atlas:<model>"`` or of langchain-mongodb's ``AutoEmbeddings``."""
-    if isinstance(embed, str) and embed.startswith(ATLAS_EMBED_PREFIX):
-        return embed[len(ATLAS_EMBED_PREFIX) :]
+    if isinstance(embed, str) and embed.startswith("atlas:"):
+        return embed.removeprefix("atlas:")
     if type(embed).__name__ in ("AutoEmbeddings", "AtlasEmbeddings") and isinstance(getattr(embed, "model", None), str):
         return str(embed.model)
     return None
@@ -279,7 +227,9 @@ def _auto_model(embed: Any) -> str | None:
 MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
 
-class _TTLOptions(BaseModel):
+class TTLSettings(BaseModel):
+    """Validated TTL settings; every duration in minutes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
@@ -301,4 +251,4 @@ def ttl_settings(ttl: TTLConfig | Mapping[str, Any] | None) -> TTLSettings | Non
     """Validate ``ttl=`` (minutes) and return frozen settings (``None`` when not given)."""
     if ttl is None:
         return None
-    return TTLSettings(**_validated(_TTLOptions, ttl, "ttl", "TTLConfig").model_dump())
+    return _validated(TTLSettings, ttl, "ttl", "TTLConfig")

@@ -1,8 +1,6 @@
-"""Errors raised by mongostore, all importable from ``mongostore``.
-
-Every class derives from ``MongoStoreError``; the ones for bad input are also ``ValueError``s
-(as is LangGraph's ``InvalidNamespaceError``, re-used for bad namespaces). pymongo's own
-errors pass through unchanged unless we can add meaning, then they are chained with ``from``.
+"""Errors raised by mongostore, all importable from ``mongostore``: every class derives from
+``MongoStoreError``, the ones for bad input are also ``ValueError`` s (as is LangGraph's
+``InvalidNamespaceError``, used for bad namespaces). pymongo's own errors pass through.
 """
 
 from __future__ import annotations
@@ -52,12 +50,9 @@ class PipelineError(MongoStoreError, ValueError):
 
 
 class WriteError(MongoStoreError):
-    """The server rejected some writes of a batch; every other write of it landed.
-
-    ``failures``: ``(namespace, key, message)`` per item with a failed write (``()``, ``""``
-    for a write that is no item's, a TTL sweep). ``stored``: the ``(namespace, key)`` whose
-    value was stored and only the vector write failed (their next put writes it again).
-    """
+    """The server rejected some writes of a batch; every other write of it landed. ``failures``:
+    ``(namespace, key, message)`` per item with a failed write (``()``, ``""``: no item's, a TTL sweep);
+    ``stored``: the items whose value was stored and only the vector write failed (a put writes it again)."""
 
     def __init__(
         self,
@@ -87,8 +82,7 @@ class VectorIndexError(MongoStoreError):
 
 
 class ServerUnreachableError(MongoStoreError, ConnectionError):
-    """No MongoDB server at the URI (refused, unknown host, no SRV record): raised at once,
-    where pymongo would wait its whole server-selection timeout (30 s)."""
+    """No MongoDB server at the URI (refused, unknown host, no SRV record), found at once."""
 
 
 class DamagedStoreFileError(MongoStoreError, RuntimeError):

@@ -1,34 +1,31 @@
-"""``MongoStore``: the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``, and what it
-shares with ``AsyncMongoStore`` (``_StoreConfig``). Every method runs a plan from ``core.plan``;
-the constructor does no I/O, ``setup()`` creates indexes.
+"""``MongoStore``, the synchronous LangGraph ``BaseStore`` on a pymongo ``Collection``, and
+``_StoreBase``, what it shares with ``AsyncMongoStore``. Every method runs a plan from
+``core.plan``; the constructor does no I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
-import functools
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Self
 
-from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
 from pymongo import MongoClient
-from pymongo.collection import Collection
 from pymongo.driver_info import DriverInfo
 
-from mongostore.config import TTLSettings, VectorSearchMode, index_settings, sweep_minutes, ttl_settings
+from mongostore.config import TTLSettings, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
+from mongostore.drivers.aio import AsyncIO
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
 from mongostore.drivers.mongomock_compat import adapt_collection
@@ -41,6 +38,7 @@ DEFAULT_DB = "mongostore"
 DEFAULT_COLLECTION = "memories"
 DEFAULT_SWEEP_MINUTES = 5.0
 DRIVER_INFO = DriverInfo(name="mongostore", version="0.1.0")
+_OMIT_EXPIRED = TTLSettings(omit_expired=True)  # all a plan reads of the TTL settings
 
 
 def utcnow() -> datetime:
@@ -51,72 +49,59 @@ def _database_name(collection: Any) -> str:
     return str(getattr(collection.database, "name", ""))
 
 
-S = TypeVar("S", bound="_StoreConfig")
-
-
-@functools.lru_cache(maxsize=64)
-def _with_omit(ttl: TTLSettings | None, omit: bool) -> TTLSettings:
-    """The store's TTL settings with ``omit_expired`` as ``ttl_config`` says now (made once, not per batch)."""
-    if ttl is not None and ttl.omit_expired == omit:
-        return ttl
-    return dataclasses.replace(ttl or TTLSettings(), omit_expired=omit)
-
-
-class _StoreConfig:
+class _StoreBase:
     """What the sync and async stores share: settings, plans and constructors (no I/O)."""
 
     supports_ttl = True
-    vectors_collection: Any | None
+    _driver: type[SyncIO] | type[AsyncIO]
+    _owned_client: Any = None  # the client from_conn_string opened: closed with the store
 
-    def _configure(
+    def __init__(
         self,
         collection: Any,
-        index: IndexConfig | Mapping[str, Any] | None,
-        ttl: TTLConfig | None,
-        vectors_collection: Any | None,
-    ) -> tuple[Any, Any | None, Embeddings | None, VectorSearchMode]:
-        """Validate the settings (no I/O); returns what the store's I/O driver needs."""
-        collection, vectors_collection = adapt_collection(collection), adapt_collection(vectors_collection)
-        self.collection = collection
-        self._index = index_settings(index)
-        self._ttl = ttl_settings(ttl)
-        # BaseStore reads these two for refresh/default-TTL resolution; keep copies.
+        *,
+        index: IndexConfig | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        vectors_collection: Any | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        """``backend``: what the collection runs on (``drivers.backend``); the embedded stores pass theirs."""
+        super().__init__()
+        self.collection = items = adapt_collection(collection)
+        self._index = settings = index_settings(index)
+        ttl_settings(ttl)
+        # BaseStore reads these two for refresh/default-TTL resolution: copies.
         self.index_config = dict(index) if index is not None else None
         self.ttl_config = TTLConfig(**ttl) if ttl is not None else None
-        self.vectors_collection = None
-        # Local ranking's client-side matrix of stored embeddings, reused across searches.
-        self._vector_cache = VectorCache(self._index.dims) if self._index is not None else None
-        if self._index is None:
-            return collection, None, None, "auto"
-        if vectors_collection is None:
-            vectors_collection = collection.database[vectors_name(collection.name)]
-        elif _database_name(vectors_collection) != _database_name(collection):
+        self.vectors_collection = vectors = adapt_collection(vectors_collection) if settings else None
+        self._vector_cache = VectorCache(settings.dims) if settings else None
+        if settings is None:
+            self._io = self._driver(items, None, None, backend=backend)
+            return
+        if vectors is None:
+            self.vectors_collection = vectors = items.database[vectors_name(items.name)]
+        elif _database_name(vectors) != _database_name(items):
             # $lookup joins only within one database: the items would never be found.
             raise ConfigurationError(
-                f"vectors_collection= must be in the items' database {_database_name(collection)!r}, "
-                f"not {_database_name(vectors_collection)!r}: semantic search joins the two with $lookup"
+                f"vectors_collection= must be in the items' database {_database_name(items)!r}, "
+                f"not {_database_name(vectors)!r}: semantic search joins the two with $lookup"
             )
-        self.vectors_collection = vectors_collection
-        return collection, vectors_collection, self._index.embeddings, self._index.vector_search
+        self._io = self._driver(items, vectors, settings.embeddings, settings.vector_search, backend=backend)
 
     def _omit_expired(self) -> bool:
-        # BaseStore reads default_ttl and refresh_on_read from ttl_config on every call, so
-        # a change to store.ttl_config takes effect at once; omit_expired is read the same way.
+        # Read from ttl_config on every call, as BaseStore reads default_ttl and refresh_on_read.
         return bool((self.ttl_config or {}).get("omit_expired", False))
 
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
-    # ------------------------------------------------------------------ the plans (the stores run them)
-
     def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
-        # ServerInfo: asked once per store (no I/O on mongomock); behind mongos the plans target shards.
+        # Asked once per store (no I/O on mongomock); behind mongos the plans target shards.
         server: Capabilities = yield ServerInfo()
-        ttl = _with_omit(self._ttl, self._omit_expired())
         ctx = _plan.PlanContext(
             self.collection.name,
             self._index,
-            ttl,
+            _OMIT_EXPIRED if self._omit_expired() else None,
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,
@@ -136,60 +121,52 @@ class _StoreConfig:
     def _sweep_plan(self) -> _plan.Plan:
         return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
 
-    def _sweep_seconds(self, sweep_interval_minutes: float | None) -> float:
-        if sweep_interval_minutes is not None:
-            return sweep_minutes(sweep_interval_minutes) * 60
+    def _sweep_seconds(self, minutes: float | None) -> float:
+        if minutes is not None:
+            return sweep_minutes(minutes) * 60
         configured = (self.ttl_config or {}).get("sweep_interval_minutes")
-        if configured is not None:
-            return sweep_minutes(configured, "ttl_config['sweep_interval_minutes']") * 60
-        return DEFAULT_SWEEP_MINUTES * 60
-
-    # ------------------------------------------------------------------ the constructors both share
+        minutes = DEFAULT_SWEEP_MINUTES if configured is None else configured
+        return sweep_minutes(minutes, "ttl_config['sweep_interval_minutes']") * 60
 
     @classmethod
-    def _embedded(cls: type[S], engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> S:
-        """A store on an embedded engine's collections."""
+    def _embedded(cls, engine: tuple[Any, Any, Backend], index: Any, ttl: Any) -> Self:
         items, vectors, backend = engine
-        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)  # type: ignore[call-arg]
+        return cls(items, index=index, ttl=ttl, vectors_collection=vectors, backend=backend)
 
     @classmethod
     def in_memory(
-        cls: type[S],
+        cls,
         *,
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
-    ) -> S:
+    ) -> Self:
         """A temporary in-memory store on mongomock, for tests and throwaway use (gone on exit).
-
-        (``AsyncMongoStore``: call it inside a running event loop, like the constructor.)
-        """
+        (``AsyncMongoStore``: call it inside a running event loop, like the constructor.)"""
         from mongostore.drivers.embedded import memory_engine
 
         return cls._embedded(memory_engine(db_name, collection_name), index, ttl)
 
     @classmethod
     def local(
-        cls: type[S],
+        cls,
         path: str | os.PathLike[str] | None = None,
         *,
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
-    ) -> S:
+    ) -> Self:
         """The persistent embedded store, for development: kept in ``<path>/<db_name>.bson``, no server.
-
-        ``path`` defaults to ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore`` or
-        ``~/.local/share/mongostore`` (the CLI's). Each operation locks the file: processes may share it.
-        """
+        ``path`` defaults to the CLI's: ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore`` or
+        ``~/.local/share/mongostore``. Each operation locks the file: processes may share it."""
         from mongostore.drivers.embedded import local_engine
 
         return cls._embedded(local_engine(path, db_name, collection_name), index, ttl)
 
     @classmethod
-    def _for_uri(cls: type[S], conn_string: str, db_name: str, collection_name: str, index: Any, ttl: Any) -> S | None:
+    def _for_uri(cls, conn_string: str, db_name: str, collection_name: str, index: Any, ttl: Any) -> Self | None:
         """The embedded store a ``mongomock://`` or ``mongostore-local://`` URI names, else None."""
         if conn_string.startswith("mongomock://"):
             return cls.in_memory(index=index, ttl=ttl, db_name=db_name, collection_name=collection_name)
@@ -201,7 +178,7 @@ class _StoreConfig:
         return None
 
 
-class MongoStore(_StoreConfig, BaseStore):
+class MongoStore(_StoreBase, BaseStore):
     """A LangGraph store on one MongoDB collection (plus ``<name>_vectors`` with an index).
 
     >>> with MongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
@@ -209,21 +186,9 @@ class MongoStore(_StoreConfig, BaseStore):
     ...     store.put(("users", "alice"), "pref", {"food": "pizza"})
     """
 
-    def __init__(
-        self,
-        collection: Collection[Any],
-        *,
-        index: IndexConfig | Mapping[str, Any] | None = None,
-        ttl: TTLConfig | None = None,
-        vectors_collection: Collection[Any] | None = None,
-        backend: Backend | None = None,
-    ) -> None:
-        """``backend``: what the collection runs on (``drivers.backend``); by default a server,
-        or mongomock's engine for a mongomock collection. The embedded stores pass theirs."""
-        self._io = SyncIO(*self._configure(collection, index, ttl, vectors_collection), backend=backend)
-        self._sweeper: concurrent.futures.Future[None] | None = None
-        self._sweeper_stop = threading.Event()
-        self._owned_client: MongoClient[Any] | None = None
+    _driver = SyncIO
+    _io: SyncIO
+    _sweeper: concurrent.futures.Future[None] | None = None
 
     def __enter__(self) -> MongoStore:
         return self
@@ -250,11 +215,8 @@ class MongoStore(_StoreConfig, BaseStore):
         ttl: TTLConfig | None = None,
         **client_kwargs: Any,
     ) -> Iterator[MongoStore]:
-        """A store on ``conn_string``: ``mongodb://``, ``mongodb+srv://``, ``mongomock://``
-        (in memory) or ``mongostore-local://[/abs/dir]`` (the persistent embedded store).
-
-        The client is tz-aware and closed when the block ends.
-        """
+        """A store on ``conn_string``: ``mongodb://``, ``mongodb+srv://``, ``mongomock://`` (in memory)
+        or ``mongostore-local://[/abs/dir]`` (the persistent embedded store); a tz-aware client, closed after."""
         embedded = cls._for_uri(conn_string, db_name, collection_name, index, ttl)
         if embedded is not None:
             with embedded as store:
@@ -266,8 +228,6 @@ class MongoStore(_StoreConfig, BaseStore):
             store._owned_client = client
             yield store
 
-    # ------------------------------------------------------------------ BaseStore
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)  # type: ignore[no-any-return]
 
@@ -276,13 +236,8 @@ class MongoStore(_StoreConfig, BaseStore):
         ops = list(ops)
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
 
-    # ------------------------------------------------------------------ extras
-
     def setup(self) -> None:
-        """Create the indexes (and the Atlas vector index, waiting until it is queryable).
-
-        Idempotent: safe to call on every start.
-        """
+        """Create the indexes (and the Atlas vector index, waiting until it is queryable). Idempotent."""
         run_sync(_plan.setup_plan(self._index), self._io)
 
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
@@ -299,19 +254,13 @@ class MongoStore(_StoreConfig, BaseStore):
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
-        """Run an aggregation pipeline over the items under ``namespace_prefix`` only.
-
-        The store puts the scoping ``$match`` first and rejects stages that could read
-        or write outside it (``PipelineError``). See ``mongostore.tools.analytics``.
-        """
+        """Run an aggregation pipeline over the items under ``namespace_prefix`` only: the scoping
+        ``$match`` first, stages that could read or write outside it refused (``PipelineError``)."""
         return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
 
     def sweep_ttl(self) -> int:
-        """Delete expired items and their vectors now; returns the number of items deleted.
-
-        MongoDB's TTL monitor does this on its own (about once a minute); this is for
-        fakes and for deployments where you want it done at a known time.
-        """
+        """Delete expired items and their vectors now; returns the number of items deleted (MongoDB's
+        TTL monitor does it about once a minute; this is for the embedded stores, or at a known time)."""
         return run_sync(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
@@ -319,11 +268,11 @@ class MongoStore(_StoreConfig, BaseStore):
         if self._sweeper is not None and not self._sweeper.done():
             return self._sweeper
         seconds = self._sweep_seconds(sweep_interval_minutes)
-        self._sweeper_stop.clear()
+        stop = self._sweeper_stop = threading.Event()
         future: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def loop() -> None:
-            while not self._sweeper_stop.wait(seconds):
+            while not stop.wait(seconds):
                 try:
                     if n := self.sweep_ttl():
                         logger.info("TTL sweep deleted %d expired item(s)", n)
@@ -337,10 +286,9 @@ class MongoStore(_StoreConfig, BaseStore):
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True if it stopped within ``timeout`` seconds."""
-        if self._sweeper is None:
-            return True
-        self._sweeper_stop.set()
-        if concurrent.futures.wait([self._sweeper], timeout).not_done:
-            return False
-        self._sweeper = None
+        if self._sweeper is not None:
+            self._sweeper_stop.set()
+            if concurrent.futures.wait([self._sweeper], timeout).not_done:
+                return False
+            self._sweeper = None
         return True

@@ -1,9 +1,6 @@
-"""The asyncio driver: ``run_async`` pumps a plan, ``AsyncIO`` answers its steps.
-
-``AsyncIO`` works on pymongo ``AsyncCollection`` s and on Motor collections, whose
-``aggregate`` and ``list_search_indexes`` return cursors without ``await``; ``All``
-(``Parallel`` steps, the two bulk writes) runs concurrently. No thread pool. The steps'
-handlers are ``shared.HANDLERS``, as for ``drivers.sync``.
+"""The asyncio driver: ``run_async`` pumps a plan, ``AsyncIO`` answers its steps on pymongo
+``AsyncCollection`` s or Motor (whose ``aggregate`` returns a cursor without ``await``), with
+no thread pool: ``All`` runs concurrently. The handlers are ``shared.HANDLERS``.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from mongostore.drivers import shared
 
 
 async def run_async(plan: Plan, io: AsyncIO) -> Any:
-    """Drive a plan to completion with asyncio I/O, inside one unit of work of the backend."""
+    """The plan's result, run inside one unit of work of the backend."""
     if io.backend.aunit is None:
         with io.backend.unit():
             return await io.resolve(plan)
@@ -32,7 +29,7 @@ async def maybe_await(value: Any) -> Any:
 
 
 class AsyncIO(shared.IOBase):
-    """Answers steps on pymongo ``AsyncCollection`` s or Motor; remembers the server's capabilities."""
+    """Answers steps on pymongo ``AsyncCollection`` s or Motor."""
 
     _lock: asyncio.Lock | None = None  # made on first use, in the running loop
     sleep = staticmethod(asyncio.sleep)

@@ -1,8 +1,6 @@
-"""Is the server there? One check, in milliseconds, before pymongo waits its whole timeout.
-
-pymongo retries an unreachable server until ``serverSelectionTimeoutMS`` (30 s by default),
-then raises a ``ServerSelectionTimeoutError`` holding its whole topology description. Used by
-both stores' ``from_conn_string``, the ``mongostore`` command and the Agent Server's ``make_store``.
+"""Is the server there? One check, in milliseconds, before pymongo waits its whole
+server-selection timeout (30 s by default) and raises an error holding its topology description.
+Used by both stores' ``from_conn_string``, the ``mongostore`` command and the Agent Server.
 """
 
 from __future__ import annotations
@@ -10,14 +8,16 @@ from __future__ import annotations
 import socket
 import time
 
+from pymongo.errors import ConfigurationError as PyMongoConfigurationError
+from pymongo.errors import InvalidURI
+from pymongo.uri_parser import parse_uri
+
 from mongostore.errors import ServerUnreachableError
 
-#: What the error adds for Python callers (the CLI and the Agent Server give their own).
 PYTHON_HINT = "(`docker compose up -d` starts one; MongoStore.local() and MongoStore.in_memory() need none)"
-#: pymongo's default server-selection timeout, in seconds.
-DEFAULT_SELECTION_TIMEOUT = 30.0
-#: A URI probed this recently (seconds) is not probed again by ``check_reachable``: the CLI
-#: and the Agent Server probe with their own hint, then open the store.
+DEFAULT_SELECTION_TIMEOUT = 30.0  # pymongo's, in seconds
+# A URI probed this recently (seconds) is not probed again by ``check_reachable``: the CLI and
+# the Agent Server probe with their own hint, then open the store.
 RECENT_PROBE = 10.0
 _probed: dict[str, float] = {}
 
@@ -29,20 +29,14 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
     still reach it within ``timeout``); None when one accepted. An invalid URI raises pymongo's
     ``ConfigurationError`` before any network use.
     """
-    from pymongo.errors import ConfigurationError as PyMongoConfigurationError
-    from pymongo.errors import InvalidURI
-    from pymongo.uri_parser import parse_uri
-
     srv = uri.startswith("mongodb+srv://")
     if srv:
         # Check the syntax and options first, without DNS: a failure after this is the network's.
         parse_uri("mongodb://" + uri[len("mongodb+srv://") :], warn=True)
     try:
         parsed = parse_uri(uri, warn=True, connect_timeout=timeout)
-    except InvalidURI:
-        raise  # bad input (e.g. a port in an SRV URI), found before any DNS query
     except PyMongoConfigurationError as exc:
-        if not srv:
+        if not srv or isinstance(exc, InvalidURI):  # InvalidURI: bad input, found before any DNS query
             raise
         host = uri[len("mongodb+srv://") :].rsplit("@", 1)[-1].split("/")[0].split("?")[0]
         reason = (str(exc).strip() or type(exc).__name__).splitlines()[0][:300]
@@ -73,14 +67,10 @@ def probe_server(uri: str, timeout: float, hint: str = PYTHON_HINT) -> str | Non
 
 
 def check_reachable(conn_string: str, client_kwargs: dict[str, object] | None = None) -> str | None:
-    """``probe_server`` for ``from_conn_string``: the timeout is the client's server-selection timeout.
-
-    Only ``mongodb://`` and ``mongodb+srv://`` URIs are probed; with ``directConnection``
-    or a load balancer as with a replica set, one host that accepts is enough to go on.
-    """
-    if not conn_string.startswith(("mongodb://", "mongodb+srv://")):
-        return None
-    if time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE:
+    """``probe_server`` for ``from_conn_string`` with the client's server-selection timeout; only
+    ``mongodb://`` and ``mongodb+srv://`` URIs (one host that accepts is enough to go on)."""
+    recent = time.monotonic() - _probed.get(conn_string, -RECENT_PROBE) < RECENT_PROBE
+    if recent or not conn_string.startswith(("mongodb://", "mongodb+srv://")):
         return None
     raw = (client_kwargs or {}).get("serverSelectionTimeoutMS")
     timeout = DEFAULT_SELECTION_TIMEOUT if not isinstance(raw, (int, float)) or raw <= 0 else raw / 1000

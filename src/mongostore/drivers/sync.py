@@ -1,9 +1,5 @@
-"""The blocking driver: ``run_sync`` pumps a plan, ``SyncIO`` answers its steps on pymongo (and mongomock).
-
-Each driver pumps a plan (see ``core.plan``): it answers the step the plan yields and sends
-the answer back, or throws the step's exception into the plan so the plan can decide
-(e.g. fall back to local ranking when ``$vectorSearch`` is unsupported). The steps' handlers
-are ``shared.HANDLERS``; the async twin is ``drivers.aio``.
+"""The blocking driver: ``run_sync`` pumps a plan (``core.plan``), ``SyncIO`` answers its steps
+on pymongo or mongomock through ``shared.HANDLERS``; the async twin is ``drivers.aio``.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from mongostore.drivers import shared
 
 
 def run_sync(plan: Plan, io: SyncIO) -> Any:
-    """Drive a plan to completion with blocking I/O, inside one unit of work of the backend."""
+    """The plan's result, run inside one unit of work of the backend."""
     with io.backend.unit():
         return io.resolve(plan)
 
@@ -41,7 +37,7 @@ def pump(gen: shared.Handler, answer: Callable[[Any], Any]) -> Any:
 
 
 class SyncIO(shared.IOBase):
-    """Answers steps on pymongo ``Collection`` s; remembers the server's capabilities."""
+    """Answers steps on pymongo ``Collection`` s."""
 
     _executor: concurrent.futures.ThreadPoolExecutor | None = None  # made on first use
     sleep = staticmethod(time.sleep)

@@ -22,9 +22,7 @@ Engine = tuple[Any, Any, Backend]  # items collection, vectors collection, backe
 def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_name: str) -> Engine:
     """The local store's collections in ``<path>/<db_name>.bson``, and its backend."""
     engine = open_local(path, db_name)
-    backend = Backend(
-        "local file", emulated=True, local_file=True, threads=False, unit=engine.transaction, aunit=engine.atransaction
-    )
+    backend = Backend(emulated=True, local_file=True, threads=False, unit=engine.transaction, aunit=engine.atransaction)
     return LocalCollection(engine, collection_name), LocalCollection(engine, vectors_name(collection_name)), backend
 
 
