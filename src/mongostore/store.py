@@ -28,7 +28,7 @@ from mongostore.core.vectors import VectorCache
 from mongostore.drivers.aio import AsyncIO
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.connect import check_reachable
-from mongostore.drivers.mongomock_compat import adapt_collection
+from mongostore.drivers.embedded import adapt_collection
 from mongostore.drivers.sync import SyncIO, run_sync
 from mongostore.errors import ConfigurationError
 

@@ -160,3 +160,77 @@ def test_a_tool_importing_a_driver_fails_the_tools_rule() -> None:
         "mongostore.drivers.embedded",
         "mongostore.drivers.embedded.default_data_dir",
     ]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (lazily and for type checking included), each
+    with the packages Python runs on the way (``a.b.c`` imports ``a`` and ``a.b`` first)."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found: set[str] = set()
+        for imported in imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py"):
+            parts = imported.split(".")
+            for i in range(2, len(parts) + 1):
+                target = ".".join(parts[:i])
+                if target in paths and target != name and not name.startswith(target + "."):
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_counting_lazy_and_type_checking_imports() -> None:
+    graph = import_graph()
+    assert len(graph) > 50 and graph["mongostore.store"]  # the checker sees the package and its edges
+    assert cycles(graph) == []
+
+
+def test_the_cycle_checker_finds_a_lazy_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_offline_embedders_are_imported_from_the_tools_and_they_import_no_store() -> None:
+    graph = import_graph()
+    upward = {m: sorted(t for t in ts if t.startswith("mongostore.tools")) for m, ts in graph.items()}
+    upward = {m: ts for m, ts in upward.items() if ts and not m.startswith("mongostore.tools")}
+    # __main__ is the command's entry point: it runs the CLI, and nothing imports it.
+    assert upward == {
+        "mongostore.__main__": ["mongostore.tools", "mongostore.tools.cli"],
+        "mongostore.config": ["mongostore.tools", "mongostore.tools.embeddings"],
+    }
+    assert graph["mongostore.tools.embeddings"] == {"mongostore.errors"}
+    assert graph["mongostore.tools"] == set()

@@ -22,7 +22,8 @@ from pymongo import ReplaceOne, UpdateOne
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.drivers.backend import backend_for
-from mongostore.drivers.mongomock_compat import adapt_collection, in_memory_collection, new_client
+from mongostore.drivers.embedded import adapt_collection
+from mongostore.drivers.mongomock_compat import in_memory_collection, new_client
 from mongostore.drivers.mongomock_compat.lookups import EngineCollection
 
 WHEN = datetime(2026, 3, 1, 9, 30, 15, 123000)

@@ -11,131 +11,29 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.store.base import SearchOp
 
+from mongostore.config import (
+    MAX_CANDIDATES,
+    TEXT_PIPELINE,
+    VECTOR_PIPELINE,
+    AutoEmbedSettings,
+    HybridSettings,
+    IndexSettings,
+)
 from mongostore.core import queries as q
 from mongostore.core.codec import namespace_path
 
-if TYPE_CHECKING:
-    from mongostore.config import IndexSettings
-
-# The models of a vectorSearch index's autoEmbed field (the autoEmbed docs; mongot's
-# VoyageClient and search-index-schema autoEmbed.json). voyage-code-4 exists only for
-# $search's autoEmbed type, so a vectorSearch index refuses it (issue 28).
-AUTO_EMBED_MODELS = ("voyage-4", "voyage-4-large", "voyage-4-lite", "voyage-code-3")
-SEARCH_ONLY_MODELS = ("voyage-code-4",)
-AUTO_EMBED_DIMENSIONS = (256, 512, 1024, 2048)
-AUTO_EMBED_DEFAULT_DIMENSIONS = 1024
-# The $rerank page lists these models; numDocsToRerank must be <= 1000.
-RERANK_MODELS = ("rerank-2.5", "rerank-2.5-lite", "rerank-2", "rerank-2-lite")
-MAX_DOCS_TO_RERANK = 1000
+TEXT_PATH = "text"
 # The $rankFusion page: "60 is a sensitivity parameter that MongoDB determined".
 RRF_RANK_CONSTANT = 60
-# $vectorSearch: numCandidates is at most 10,000, and limit <= numCandidates.
-MAX_CANDIDATES = 10_000
-TEXT_PATH = "text"
-DEFAULT_TEXT_INDEX_NAME = "mongostore_text"
-VECTOR_PIPELINE = "vector"
-TEXT_PIPELINE = "text"
 # Lucene's BM25 defaults (the standard analyzer's scoring on Atlas Search).
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-
-@dataclass(frozen=True)
-class AutoEmbedSettings:
-    """``embed="atlas:<model>"``: Atlas embeds the stored text and the query text."""
-
-    model: str
-    dims: int = AUTO_EMBED_DEFAULT_DIMENSIONS
-
-
-@dataclass(frozen=True)
-class RerankSettings:
-    """``rerank={"model": ..., "candidates": N}``: ``$rerank`` the first N vector hits."""
-
-    model: str
-    candidates: int = 100
-
-
-@dataclass(frozen=True)
-class HybridSettings:
-    """``hybrid={"weights": {"vector": w, "text": w}, "depth": N}``: RRF of two rankings."""
-
-    vector_weight: float = 1.0
-    text_weight: float = 1.0
-    depth: int = 100
-    index_name: str = DEFAULT_TEXT_INDEX_NAME
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def _int_in(value: Any, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{what} must be an integer from {low} to {high}, got {value!r}")
-    return value
-
-
-def _only_keys(spec: Mapping[str, Any], allowed: set[str], what: str) -> None:
-    unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise ValueError(f"{what}: unknown key(s) {unknown} (allowed: {sorted(allowed)})")
-
-
-def auto_embed_settings(model: str, dims: int | None) -> AutoEmbedSettings:
-    """``embed="atlas:<model>"`` (ValueError with what was wrong)."""
-    if model not in AUTO_EMBED_MODELS:
-        why = " (it is for $search indexes only)" if model in SEARCH_ONLY_MODELS else ""
-        raise ValueError(
-            f"automated embedding model {model!r} cannot embed for a vectorSearch index{why}; "
-            f"use one of {', '.join(AUTO_EMBED_MODELS)}"
-        )
-    if dims is not None and dims not in AUTO_EMBED_DIMENSIONS:
-        raise ValueError(f"dims with automated embedding must be one of {list(AUTO_EMBED_DIMENSIONS)}, got {dims!r}")
-    return AutoEmbedSettings(model) if dims is None else AutoEmbedSettings(model, dims)
-
-
-def rerank_settings(spec: Any) -> RerankSettings:
-    """``rerank={"model": ..., "candidates": N}`` (ValueError with what was wrong)."""
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"rerank must be a dict like {{'model': 'rerank-2.5'}}, got {type(spec).__name__}")
-    _only_keys(spec, {"model", "candidates"}, "rerank")
-    model = spec.get("model")
-    if model not in RERANK_MODELS:
-        raise ValueError(f"rerank['model'] must be one of {list(RERANK_MODELS)}, got {model!r}")
-    candidates = _int_in(spec.get("candidates", 100), "rerank['candidates']", 1, MAX_DOCS_TO_RERANK)
-    return RerankSettings(str(model), candidates)
-
-
-def hybrid_settings(spec: Any) -> HybridSettings:
-    """``hybrid={"weights": {...}, "depth": N, "index_name": ...}`` (ValueError)."""
-    if spec is True:
-        spec = {}
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"hybrid must be a dict like {{'weights': {{'vector': 1, 'text': 1}}}}, got {spec!r}")
-    _only_keys(spec, {"weights", "depth", "index_name"}, "hybrid")
-    weights = spec.get("weights", {})
-    if not isinstance(weights, Mapping):
-        raise ValueError(f"hybrid['weights'] must be a dict with 'vector' and/or 'text', got {weights!r}")
-    _only_keys(weights, {VECTOR_PIPELINE, TEXT_PIPELINE}, "hybrid['weights']")
-    vw = _number(weights.get(VECTOR_PIPELINE, 1.0), "hybrid['weights']['vector']")
-    tw = _number(weights.get(TEXT_PIPELINE, 1.0), "hybrid['weights']['text']")
-    if vw < 0 or tw < 0 or vw + tw == 0:
-        raise ValueError("hybrid weights must be non-negative and not both zero ($rankFusion's rule)")
-    depth = _int_in(spec.get("depth", 100), "hybrid['depth']", 1, MAX_CANDIDATES)
-    name = spec.get("index_name", DEFAULT_TEXT_INDEX_NAME)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"hybrid['index_name'] must be a non-empty string, got {name!r}")
-    return HybridSettings(vw, tw, depth, name)
 
 
 # --------------------------------------------------------------------------- index definitions

@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["MINILM_DIMS", "MINILM_INSTALL_HINT", "HashingEmbeddings", "MiniLMEmbeddings", "default_embeddings"]
+from mongostore.errors import ConfigurationError
+
+__all__ = [
+    "MINILM_DIMS",
+    "MINILM_INSTALL_HINT",
+    "HashingEmbeddings",
+    "MiniLMEmbeddings",
+    "default_embeddings",
+    "local_embedder",
+]
 
 _TOKEN_RE = re.compile(r"\w+")
 
@@ -273,3 +282,20 @@ def default_embeddings() -> tuple[Embeddings, int, str]:
         return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
     note = f" (the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})"
     return HashingEmbeddings(MINILM_DIMS), MINILM_DIMS, hashing_description(MINILM_DIMS) + note
+
+
+def local_embedder(name: str, dims: int | None = None) -> tuple[Embeddings, int, str] | None:
+    """``(embedder, dims, description)`` for ``"minilm"`` or ``"hashing"`` (any case), else None:
+    the one rule for ``index={"embed": ...}`` and the CLI's ``--embed``. This module imports
+    nothing of mongostore but its errors, so the store's configuration may import it."""
+    lowered = name.strip().lower()
+    if lowered == "minilm":
+        if dims is not None and dims != MINILM_DIMS:
+            raise ConfigurationError(f"the minilm model has {MINILM_DIMS} dimensions, not {dims}")
+        if not MiniLMEmbeddings.available():
+            raise ConfigurationError(f"the minilm model is not installed: {MINILM_INSTALL_HINT}")
+        return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
+    if lowered == "hashing":
+        n = dims or MINILM_DIMS
+        return HashingEmbeddings(n), n, hashing_description(n)
+    return None

@@ -24,13 +24,9 @@ from mongostore.drivers.embedded.paths import ENV_DATA_DIR, LOCAL_SCHEME, defaul
 from mongostore.errors import ConfigurationError, ServerUnreachableError
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB
 from mongostore.tools.embeddings import (
-    MINILM_DESCRIPTION,
-    MINILM_DIMS,
-    MINILM_INSTALL_HINT,
-    HashingEmbeddings,
     MiniLMEmbeddings,
     default_embeddings,
-    hashing_description,
+    local_embedder,
 )
 
 __all__ = [
@@ -163,15 +159,8 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
         if dims is None:
             return default_embeddings()
         lowered = "minilm" if MiniLMEmbeddings.available() else "hashing"
-    if lowered == "minilm":
-        if dims is not None and dims != MINILM_DIMS:
-            raise ConfigurationError(f"the minilm model has {MINILM_DIMS} dimensions, not {dims}")
-        if not MiniLMEmbeddings.available():
-            raise ConfigurationError(f"the minilm model is not installed: {MINILM_INSTALL_HINT}")
-        return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
-    if lowered == "hashing":
-        n = dims or MINILM_DIMS
-        return HashingEmbeddings(n), n, hashing_description(n)
+    if (local := local_embedder(lowered, dims)) is not None:
+        return local
     if ":" not in name:
         raise ConfigurationError(
             f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "

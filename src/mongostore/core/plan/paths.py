@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 from langgraph.store.base import SearchOp
 from pymongo.errors import OperationFailure
 
-from mongostore.config import IndexSettings
+from mongostore.config import MAX_CANDIDATES, IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
@@ -154,7 +154,7 @@ def refused_stage(exc: BaseException, index: IndexSettings, caps: Capabilities) 
 
 def initial_k(op: SearchOp, index: IndexSettings) -> int:
     """Vectors to ask Atlas for: enough for the page when items have a few vectors each."""
-    return min(r.MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
+    return min(MAX_CANDIDATES, max((op.offset + op.limit) * max(2, len(index.fields)), 10))
 
 
 def _atlas_page(s: PendingSearch, ctx: PlanContext, index: IndexSettings, k: int) -> Step:
@@ -184,9 +184,9 @@ class _Atlas:
             scored = facet["scored"][0]["n"] if facet["scored"] else 0
             ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
             exhausted = fixed or hits < k
-            if len(ranked) >= op.limit or exhausted or k >= r.MAX_CANDIDATES:
+            if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
                 break
-            k = min(r.MAX_CANDIDATES, k * 4)
+            k = min(MAX_CANDIDATES, k * 4)
             out = yield _atlas_page(s, ctx, index, k)
         page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
         if len(page) < op.limit and exhausted:

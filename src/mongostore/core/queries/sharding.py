@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from mongostore.core.codec import item_id, namespace_path
+from mongostore.core.codec import namespace_path
 
-if TYPE_CHECKING:  # runtime imports would be circular: namespaces and writes use this module
+if TYPE_CHECKING:
     from langgraph.store.base import MatchCondition
 
-    from mongostore.core.queries.writes import Role, WriteRequest
+Role = Literal["items", "vectors"]  # the store's two collections
 
 # The field each collection's writes and prefix reads carry for mongos: its shard key, ranged
 # (recommended) or hashed (supported).
@@ -48,22 +47,6 @@ def literal_prefix(conditions: Sequence[MatchCondition] | None) -> tuple[str, ..
         if cond.match_type == "prefix":
             best = max(best, tuple(itertools.takewhile(lambda label: label != "*", cond.path)), key=len)
     return best
-
-
-def targeted_writes(requests: Sequence[WriteRequest]) -> list[WriteRequest]:
-    """Each vector write keyed by ``_id`` also carries its item's ``item_id`` (the shard key).
-
-    A vector's ``_id`` starts with its ``item_id``, so the filter matches the same document;
-    with the shard key in it, ``mongos`` sends the write to one shard (MongoDB 7.0 refuses an
-    upsert without it, code 61; 7.1+ would run it as a "write without shard key", querying
-    every shard first). Requests that already carry it, or are not vector writes, are kept.
-    """
-    out: list[WriteRequest] = []
-    for req in requests:
-        if req.role == "vectors" and "_id" in req.filter and "item_id" not in req.filter and req.item is not None:
-            req = replace(req, filter={**req.filter, "item_id": item_id(*req.item)})
-        out.append(req)
-    return out
 
 
 def held_vectors_filter(vector_ids: Sequence[str], item_ids: Sequence[str], sharded: bool) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -15,8 +15,7 @@ from bson.binary import VECTOR_SUBTYPE, Binary, BinaryVectorDtype
 
 from mongostore.core.codec import ancestor_paths, item_id, namespace_key, namespace_path, vector_id
 from mongostore.core.queries.filters import NS_KEY
-
-Role = Literal["items", "vectors"]
+from mongostore.core.queries.sharding import Role
 
 
 @dataclass(slots=True)
@@ -196,3 +195,19 @@ def refresh_ttl_requests(
         )
         for ttl, ids in sorted(ids_by_ttl.items())
     ]
+
+
+def targeted_writes(requests: Sequence[WriteRequest]) -> list[WriteRequest]:
+    """Each vector write keyed by ``_id`` also carries its item's ``item_id`` (the shard key).
+
+    A vector's ``_id`` starts with its ``item_id``, so the filter matches the same document;
+    with the shard key in it, ``mongos`` sends the write to one shard (MongoDB 7.0 refuses an
+    upsert without it, code 61; 7.1+ would run it as a "write without shard key", querying
+    every shard first). Requests that already carry it, or are not vector writes, are kept.
+    """
+    out: list[WriteRequest] = []
+    for req in requests:
+        if req.role == "vectors" and "_id" in req.filter and "item_id" not in req.filter and req.item is not None:
+            req = replace(req, filter={**req.filter, "item_id": item_id(*req.item)})
+        out.append(req)
+    return out

@@ -10,12 +10,13 @@ from mongostore.drivers.embedded.asyncwrap import AsyncCollection
 from mongostore.drivers.embedded.file import LocalFile
 from mongostore.drivers.embedded.paths import default_data_dir, parse_local_uri
 from mongostore.drivers.embedded.proxy import LocalCollection, open_local
-from mongostore.drivers.embedded.stores import local_engine, memory_engine
+from mongostore.drivers.embedded.stores import adapt_collection, local_engine, memory_engine
 
 __all__ = [
     "AsyncCollection",
     "LocalCollection",
     "LocalFile",
+    "adapt_collection",
     "default_data_dir",
     "local_engine",
     "memory_engine",

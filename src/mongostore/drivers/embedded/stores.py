@@ -9,10 +9,12 @@ engine's thread by the async driver (``local_engine``).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from mongostore.core.codec import vectors_name
 from mongostore.drivers.backend import Backend, mongomock_backend
+from mongostore.drivers.embedded.asyncwrap import AsyncCollection
 from mongostore.drivers.embedded.proxy import LocalCollection, open_local
 from mongostore.drivers.mongomock_compat import in_memory_collection
 
@@ -30,3 +32,33 @@ def memory_engine(db_name: str, collection_name: str) -> Engine:
     """A fresh in-memory engine's collections, and its backend."""
     items = in_memory_collection(db_name, collection_name)
     return items, items.database[vectors_name(collection_name)], mongomock_backend(items.database.client)
+
+
+def _instance(obj: Any, module_name: str, class_name: str) -> bool:
+    """Is ``obj`` of that class? (By class; a module not imported has no objects yet.)"""
+    cls = getattr(sys.modules.get(module_name), class_name, None)
+    return isinstance(cls, type) and isinstance(obj, cls)
+
+
+def adapt_collection(collection: Any) -> Any:
+    """The collection the store uses for ``collection``: itself, unless it is mongomock's.
+
+    A mongomock collection (sync, or mongomock_motor's / pymongo-async-mock's) becomes a
+    handle of the same kind on the same data whose calls behave as pymongo 4.11+ and
+    MongoDB expect (``mongomock_compat.lookups``); the given object, its client and
+    mongomock's classes are untouched. An async one gets the engine's own async face over
+    that handle, not a new wrapper of the user's library (pymongo-async-mock replaces
+    ``BulkOperationBuilder.add_update`` class-wide each time one of its collections is
+    made). Anything else (pymongo, Motor, the local store's collections, wrappers and test
+    doubles) is returned as it is. None stays None.
+    """
+    if _instance(collection, "mongomock.collection", "Collection"):
+        from mongostore.drivers.mongomock_compat import lookups
+
+        return collection if isinstance(collection, lookups.EngineCollection) else lookups.adapt_sync(collection)
+    if any(_instance(collection, m, "AsyncMongoMockCollection") for m in ("mongomock_motor", "pymongo_async_mock")):
+        from mongostore.drivers.mongomock_compat import lookups
+
+        sync_db = collection.database.delegate  # the mongomock Database beneath (both libraries' public property)
+        return AsyncCollection(lookups.adapt_sync(sync_db.get_collection(collection.name)))
+    return collection

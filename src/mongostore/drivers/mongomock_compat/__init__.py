@@ -8,6 +8,6 @@ only: everything in memory, no TTL monitor (expired documents are hidden at read
 ``$vectorSearch``.
 """
 
-from mongostore.drivers.mongomock_compat.compat import adapt_collection, in_memory_collection, new_client
+from mongostore.drivers.mongomock_compat.compat import in_memory_collection, new_client
 
-__all__ = ["adapt_collection", "in_memory_collection", "new_client"]
+__all__ = ["in_memory_collection", "new_client"]

@@ -4,7 +4,7 @@
 
 Nothing of mongomock's is replaced: these are subclasses, and only the store's objects are
 instances of them: the engine's own clients (``new_client``: ``MongoStore.in_memory``, the
-local file) and the handles ``compat.adapt_collection`` makes over a user's mongomock
+local file) and the handles ``drivers.embedded.adapt_collection`` makes over a user's mongomock
 collection (same data; the user's objects untouched, ``tests/unit/test_mongomock_compat.py``).
 Each change is guarded by a test showing unpatched mongomock differs from MongoDB (or
 pymongo) and ours matches.
@@ -17,7 +17,7 @@ On every collection the store uses:
 2. ``_apply_update_pipeline``: ``{$add: [<date expr>, <numbers>...]}`` adds milliseconds to the
    date (manual, ``$add`` (aggregation)); mongomock asserts numbers. Rewritten to
    ``{$subtract: [<expr>, -sum]}``, the same for a date, a number and null in both
-   (``compat.mongodb_expressions``).
+   (``mongodb_expressions``).
 3. The TTL clock: mongomock reads ``datetime.utcnow()``, deprecated since Python 3.12 (a warning
    on every access to a collection with a TTL index). Ours reads ``datetime.now(timezone.utc)``
    (naive, as mongomock stores dates), or ``mongomock.utcnow`` when a test replaced it
@@ -56,7 +56,6 @@ from mongomock.database import Database as _MockDatabase
 from mongomock.mongo_client import MongoClient as _MockClient
 from mongomock.store import CollectionStore, _get_min_datetime_from_value
 
-from mongostore.drivers.mongomock_compat.compat import mongodb_expressions
 from mongostore.drivers.mongomock_compat.index import TTL_ATTR, candidates, lookup
 
 # A deadline this much early absorbs float rounding in mongomock's total_seconds() test.
@@ -349,12 +348,49 @@ def adapt_sync(collection: Any) -> EngineCollection:
     return result
 
 
-def adapt_async(collection: Any) -> Any:
-    """The same for a mongomock_motor or pymongo-async-mock collection: the embedded engine's
-    async face over our handle on the mongomock collection beneath (not a new wrapper of the
-    user's library: pymongo-async-mock replaces ``BulkOperationBuilder.add_update`` class-wide
-    each time one of its collections is made)."""
-    from mongostore.drivers.embedded.asyncwrap import AsyncCollection
+# --------------------------------------------------------------------------- MongoDB's expressions
 
-    sync_db = collection.database.delegate  # the mongomock Database beneath (both libraries' public property)
-    return AsyncCollection(adapt_sync(sync_db.get_collection(collection.name)))
+
+def mongodb_expressions(pipeline: Any) -> Any:
+    """``pipeline`` with ``$add`` of a date, which mongomock 4.3 evaluates unlike MongoDB,
+    rewritten into an expression it evaluates as MongoDB does (``lookups``, change 2); the
+    same object when there is none. ``$literal`` values are never looked into."""
+    if not isinstance(pipeline, list):
+        return pipeline
+    out = _rewrite(pipeline)
+    return pipeline if out is _UNCHANGED else out
+
+
+_UNCHANGED: Any = object()
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _rewrite(value: Any) -> Any:
+    """The rewritten ``value``, or ``_UNCHANGED`` (copied only where it changes, leaves never
+    called on: one put's pipeline costs a few microseconds)."""
+    if type(value) is dict:
+        if "$literal" in value:
+            return _UNCHANGED
+        if len(value) == 1 and type(arg := value.get("$add")) is list and len(arg) > 1:
+            exprs = [v for v in arg if not _number(v)]
+            if len(exprs) == 1:
+                inner = _rewrite(exprs[0])
+                expr = exprs[0] if inner is _UNCHANGED else inner
+                return {"$subtract": [expr, -sum(v for v in arg if _number(v))]}
+        items: Any = value.items()
+    elif type(value) is list:
+        items = enumerate(value)
+    else:
+        return _UNCHANGED
+    out = None
+    for k, v in items:
+        if type(v) is dict or type(v) is list:
+            r = _rewrite(v)
+            if r is not _UNCHANGED:
+                if out is None:
+                    out = type(value)(value)
+                out[k] = r
+    return _UNCHANGED if out is None else out
