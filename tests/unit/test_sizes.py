@@ -18,7 +18,7 @@ from langgraph.store.base import PutOp
 from mongostore import InvalidValueError
 from mongostore.config import IndexSettings, index_settings
 from mongostore.core import queries as q
-from mongostore.core.codec import MAX_DOC_BYTES, MAX_VALUE_BYTES, item_doc_size, text_hash
+from mongostore.core.codec import MAX_DOC_BYTES, item_doc_size, text_hash
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes, item_doc_bound, vector_doc_bound
 from mongostore.tools.embeddings import HashingEmbeddings
 
@@ -75,19 +75,19 @@ def test_a_value_at_the_limit_is_checked_exactly() -> None:
     index = settings()
     hashes = [text_hash("text", "hi")]
     base = item_doc_size(("u",), "k", {"text": "hi", "blob": ""}, hashes)
-    value = {"text": "hi", "blob": "x" * (MAX_VALUE_BYTES - base)}  # exactly the limit, with the hash
+    value = {"text": "hi", "blob": "x" * (MAX_DOC_BYTES - base)}  # exactly the limit, with the hash
     item_bytes = item_doc_size(("u",), "k", value)
-    assert item_doc_bound(item_bytes, hashes) == MAX_VALUE_BYTES == item_doc_size(("u",), "k", value, hashes)
+    assert item_doc_bound(item_bytes, hashes) == MAX_DOC_BYTES == item_doc_size(("u",), "k", value, hashes)
     assert vector_doc_bound(("u",), item_bytes, 4, index.dims) > MAX_DOC_BYTES  # but blob is no filter field
     check_sizes(("u",), "k", value, hashes, ["text"], index, item_bytes)  # passes: exact sizes fit
 
 
 def test_hashes_that_push_the_item_over_the_limit_are_refused() -> None:
-    value = {"text": ["t"] * 2000, "blob": "x" * (MAX_VALUE_BYTES - 60_000)}
+    value = {"text": ["t"] * 2000, "blob": "x" * (MAX_DOC_BYTES - 60_000)}
     fields = [f"text.{i}" for i in range(2000)]
     hashes = [text_hash(f, "t") for f in fields]
     item_bytes = item_doc_size(("u",), "k", value)
-    assert item_bytes <= MAX_VALUE_BYTES < item_doc_size(("u",), "k", value, hashes)
+    assert item_bytes <= MAX_DOC_BYTES < item_doc_size(("u",), "k", value, hashes)
     with pytest.raises(InvalidValueError, match=r"with its 2000 text hash\(es\) is [\d,]+ bytes"):
         check_sizes(("u",), "k", value, hashes, fields, settings(), item_bytes)
 

@@ -25,7 +25,6 @@ from mongostore.errors import InvalidValueError
 
 # The server's document limit; item_doc_size() counts every field of an item document exactly.
 MAX_DOC_BYTES = 16 * 1024 * 1024
-MAX_VALUE_BYTES = MAX_DOC_BYTES  # the limit an item document (its value and the rest) is held to
 # The server refuses nesting over 100 levels: the document and ``value`` are two of them.
 MAX_VALUE_DEPTH = 98
 
@@ -244,16 +243,9 @@ def item_doc_size(
     return len(bson.encode(doc))
 
 
-def check_value(namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False) -> dict[str, Any]:
-    """Return the value as a plain dict, or raise ``InvalidValueError`` naming ns and key."""
-    return check_value_sized(namespace, key, value, ttl)[0]
-
-
-def check_value_sized(
-    namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False
-) -> tuple[dict[str, Any], int]:
-    """``check_value``, and the item document's exact ``item_doc_size`` without text hashes
-    (encoded once); ``ttl``: the put stores ``expires_at`` and ``ttl_minutes`` too."""
+def check_value(namespace: tuple[str, ...], key: str, value: Any, ttl: bool = False) -> tuple[dict[str, Any], int]:
+    """The value as a plain dict and the item document's exact ``item_doc_size`` without text hashes (encoded
+    once), or ``InvalidValueError`` naming ns and key; ``ttl``: the put stores ``expires_at`` and ``ttl_minutes``."""
     if not isinstance(value, Mapping):
         raise InvalidValueError(namespace, key, f"the value must be a dict, got {type(value).__name__}")
     bad = _bad_field_name(value)
@@ -264,7 +256,7 @@ def check_value_sized(
         size = item_doc_size(namespace, key, doc, ttl=ttl)
     except (InvalidDocument, OverflowError, TypeError, ValueError) as exc:
         raise InvalidValueError(namespace, key, f"not storable as BSON ({exc})") from exc
-    if size > MAX_VALUE_BYTES:
+    if size > MAX_DOC_BYTES:
         raise InvalidValueError(
             namespace,
             key,

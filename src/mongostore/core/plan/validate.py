@@ -21,10 +21,9 @@ from mongostore.config import MAX_TTL_MINUTES, IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import (
     MAX_DOC_BYTES,
-    MAX_VALUE_BYTES,
     ancestor_paths,
     as_namespace,
-    check_value_sized,
+    check_value,
     item_id,
     namespace_path,
     unencodable,
@@ -118,7 +117,7 @@ def check_op(op: Op) -> Op:
             raise ValueError(f"PutOp.index must be None, False or a list of field paths, got {op.index!r}")
         _check_ttl(op.namespace, op.key, op.ttl)
         if op.value is not None:
-            value, size = check_value_sized(op.namespace, op.key, op.value, ttl=op.ttl is not None)
+            value, size = check_value(op.namespace, op.key, op.value, ttl=op.ttl is not None)
             sized = SizedPut(op.namespace, op.key, value, op.index, op.ttl)
             sized.item_bytes = size
             return sized
@@ -179,7 +178,7 @@ def check_sizes(
     """The item and each vector document (every ancestor path of the item: 200 labels of 1 KB make
     20 MB) fit MongoDB's 16 MiB, from ``item_bytes`` by arithmetic, encoding only over the bound."""
     size = item_doc_bound(item_bytes, hashes)
-    if size > MAX_VALUE_BYTES:
+    if size > MAX_DOC_BYTES:
         raise InvalidValueError(
             namespace,
             key,

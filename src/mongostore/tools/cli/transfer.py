@@ -219,7 +219,7 @@ def parse_import_line(number: int, raw: bytes) -> _Line | None:
     value = record.get("value")
     try:
         _surrogates(value, "the value")
-        value = check_value(namespace, key, value)
+        value, _ = check_value(namespace, key, value)
     except InvalidValueError as exc:
         raise _Rejected("invalid value", exc.reason) from None
     except RecursionError:
