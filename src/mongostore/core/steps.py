@@ -51,7 +51,6 @@ class Write:
 class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
     deleted: int = 0
-    round_trips: int = 0
 
 
 @dataclass(frozen=True)

@@ -184,10 +184,10 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
             raw: list[Any] = list(exc.write_errors or [])
             if not raw or exc.error or exc.write_concern_errors:
                 raise
-            return WriteOutcome([(int(e["idx"]), str(e.get("errmsg", e))) for e in raw], round_trips=1)
+            return WriteOutcome([(int(e["idx"]), str(e.get("errmsg", e))) for e in raw])
         per_request = (getattr(res, "delete_results", None) or {}) if verbose else {}
         deleted = sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
-        return WriteOutcome([], deleted, 1)
+        return WriteOutcome([], deleted)
     # One bulk_write per collection, at once. Their order does not matter: a vector counts only
     # while its item lists its text hash, so a search never returns a stale match, and the next
     # put (which compares with the stored vectors' hashes) repairs a half-done write.
@@ -195,7 +195,7 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
     for i, req in enumerate(requests):
         groups.setdefault(req.role, []).append(i)
     done = yield All(tuple(_bulk(io, requests, role, indexes) for role, indexes in groups.items()))
-    return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done), len(groups))
+    return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done))
 
 
 def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: list[int]) -> Handler:
