@@ -133,7 +133,8 @@ def hybrid_settings(spec: Any) -> HybridSettings:
     return HybridSettings(vw, tw, depth, name)
 
 
-# ---------------------------------------------------------------------------
+# --------------------------------------------------------------------------- index= and ttl=
+
 _Options = TypeVar("_Options", bound=BaseModel)
 
 
