@@ -198,10 +198,10 @@ def _sync_collection(backend: str, request: pytest.FixtureRequest, name: str) ->
 
 def _file_collection(request: pytest.FixtureRequest, name: str) -> Any:
     """A collection of a fresh local store (its own engine: nothing cached between tests)."""
-    from mongostore.drivers.embedded import LocalCollection, LocalFile
+    from mongostore.drivers.embedded import LocalCollection, LocalDB
 
     directory = request.getfixturevalue("tmp_path") / "local-store"
-    return LocalCollection(LocalFile(directory, "test"), name)
+    return LocalCollection(LocalDB(directory, "test"), name)
 
 
 async def _async_collection(
@@ -299,6 +299,7 @@ class Counting:
             "find",
             "find_one",
             "aggregate",
+            "distinct",
             "bulk_write",
             "update_one",
             "update_many",

@@ -12,7 +12,7 @@ from unittest import mock
 from langgraph.store.base import GetOp, PutOp
 
 from mongostore import AsyncMongoStore
-from mongostore.drivers.embedded.file import LocalFile
+from mongostore.drivers.embedded.sqlite import LocalDB
 
 
 async def test_concurrent_gets_are_deduplicated_into_one_abatch() -> None:
@@ -80,18 +80,18 @@ async def test_a_wrapped_abatch_still_fails_only_the_rejected_put() -> None:
     assert isinstance(dup, WriteError)
 
 
-async def test_the_async_local_store_saves_once_per_operation(tmp_path: Path) -> None:
+async def test_the_async_local_store_writes_one_transaction_per_operation(tmp_path: Path) -> None:
     store = AsyncMongoStore.local(tmp_path)
     await store.setup()
     saves = 0
-    real = LocalFile._save
+    real = LocalDB._begin_write
 
-    def counting(self: LocalFile) -> None:
+    def counting(self: LocalDB, state: Any) -> None:
         nonlocal saves
         saves += 1
-        real(self)
+        real(self, state)
 
-    with mock.patch.object(LocalFile, "_save", counting):
+    with mock.patch.object(LocalDB, "_begin_write", counting):
         await store.aput(("a",), "k", {"v": 1})
         assert saves == 1
         await store.aget(("a",), "k")

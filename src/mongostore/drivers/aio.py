@@ -35,12 +35,15 @@ class AsyncIO(shared.IOBase):
     sleep = staticmethod(asyncio.sleep)
 
     def has_client_bulk(self) -> bool:
-        # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does.
+        # Motor clients have no client-level bulk_write; pymongo's AsyncMongoClient does. (Motor is
+        # imported only then: an import reads files, which an Agent Server's loop refuses.)
+        if not super().has_client_bulk():
+            return False
         try:
             from motor.motor_asyncio import AsyncIOMotorClient
         except ImportError:
-            return super().has_client_bulk()
-        return super().has_client_bulk() and not isinstance(self.items.database.client, AsyncIOMotorClient)
+            return True
+        return not isinstance(self.items.database.client, AsyncIOMotorClient)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         assert self.embeddings is not None

@@ -50,8 +50,12 @@ def mongomock_backend(client: Any) -> Backend:
 
 
 def backend_for(collection: Any) -> Backend:
-    """Emulated when the collection's client is mongomock's or an async double built on it
-    (mongomock_motor's, pymongo_async_mock's), else a server. By class, never by name."""
+    """The collection's own ``backend`` when it states one (the local store's); emulated when its client is
+    mongomock's or an async double built on it (mongomock_motor's, pymongo_async_mock's), else a server.
+    By class, never by name."""
+    own = getattr(collection, "backend", None)
+    if isinstance(own, Backend):
+        return own
     client = getattr(getattr(collection, "database", None), "client", None)
     return mongomock_backend(client) if isinstance(client, _emulated_clients()) else SERVER
 

@@ -1,21 +1,21 @@
-"""The persistent embedded store: mongomock's data kept in a file, safe across processes.
+"""The embedded engines: the local store (SQLite, persistent, safe across processes) and in-memory mongomock.
 
-``MongoStore.local()`` / ``AsyncMongoStore.local()`` and the CLI without ``--uri`` run on it:
-``paths`` (where it lives), ``file`` (``LocalFile``: one database in one BSON file, its lock and
-transactions), ``proxy`` (pymongo-shaped handles on it), ``asyncwrap`` (their async face, and
-mongomock's), ``stores`` (the engines a store is built on).
+``MongoStore.local()`` / ``AsyncMongoStore.local()`` and the CLI without ``--uri`` run on the local store:
+``paths`` (where it lives), ``sqlite`` (``LocalDB``: one database in one SQLite file, its connections and
+transactions), ``sqlquery`` (MongoDB filters, sorts and projections as SQL), ``collection`` (pymongo-shaped
+handles on it), ``asyncwrap`` (their async face, and mongomock's), ``stores`` (the engines a store is built on).
 """
 
 from mongostore.drivers.embedded.asyncwrap import AsyncCollection
-from mongostore.drivers.embedded.file import LocalFile
+from mongostore.drivers.embedded.collection import LocalCollection
 from mongostore.drivers.embedded.paths import default_data_dir, parse_local_uri
-from mongostore.drivers.embedded.proxy import LocalCollection, open_local
-from mongostore.drivers.embedded.stores import adapt_collection, local_engine, memory_engine
+from mongostore.drivers.embedded.sqlite import LocalDB
+from mongostore.drivers.embedded.stores import adapt_collection, local_engine, memory_engine, open_local
 
 __all__ = [
     "AsyncCollection",
     "LocalCollection",
-    "LocalFile",
+    "LocalDB",
     "adapt_collection",
     "default_data_dir",
     "local_engine",

@@ -1,8 +1,8 @@
-"""The async face of a sync embedded collection (in-memory mongomock, or the local file's).
+"""The async face of a sync embedded collection (in-memory mongomock, or the local store's).
 
 Over mongomock (``AsyncMongoStore.in_memory()``) each call runs to completion on the event
-loop: in-process Python, no I/O. Over the local file (a ``LocalHandle``) every call runs on
-the engine's own thread (``LocalFile.run``) and is awaited, so the loop never waits for
+loop: in-process Python, no I/O. Over the local store (a ``LocalCollection``) every call runs on
+the engine's own thread (``LocalDB.run``) and is awaited, so the loop never waits for
 another process's lock or for the disk (an Agent Server refuses blocking calls on its loop).
 One thread per engine, so the calls made inside an ``atransaction`` join it.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mongostore.drivers.embedded.proxy import CURSORS, LocalDatabase, LocalHandle
+from mongostore.drivers.embedded.collection import CURSORS, LocalCollection, LocalDatabase
 
-#: Runs a sync function off the loop and awaits it (``LocalFile.run``); None: run it here.
+#: Runs a sync function off the loop and awaits it (``LocalDB.run``); None: run it here.
 Runner = Callable[..., Awaitable[Any]] | None
 
 _END = object()
@@ -68,7 +68,7 @@ class _AsyncFace:
 
     def __init__(self, sync: Any) -> None:
         self._sync = sync
-        self._runner: Runner = sync.engine.run if isinstance(sync, LocalHandle) else None
+        self._runner: Runner = sync.engine.run if isinstance(sync, (LocalCollection, LocalDatabase)) else None
         self.name = sync.name
 
     def __getattr__(self, name: str) -> Any:
@@ -89,10 +89,7 @@ class _AsyncFace:
 class AsyncDatabase(_AsyncFace):
     @property
     def client(self) -> Any:
-        """The client underneath. For the local store: its mongomock client when loaded, else an
-        empty one of the same kind (what it is, not what it holds: no I/O on the loop)."""
-        if isinstance(self._sync, LocalDatabase):
-            return self._sync.engine.client_nowait()
+        """The client underneath (no I/O)."""
         return self._sync.client
 
     def __getitem__(self, name: str) -> AsyncCollection:
@@ -114,6 +111,11 @@ class AsyncCollection(_AsyncFace):
     def sync(self) -> Any:
         """The sync collection underneath."""
         return self._sync
+
+    @property
+    def backend(self) -> Any:
+        """The sync collection's own ``Backend`` when it states one (the local store's), else None."""
+        return getattr(self._sync, "backend", None)
 
     @property
     def database(self) -> AsyncDatabase:

@@ -2,7 +2,7 @@
 
 ``MongoStore.in_memory`` / ``.local`` and their async twins build a plain store whose
 ``Backend`` carries the engine's unit of work, which the drivers hold around each plan:
-one lock per mongomock client (``memory_engine``), or the file's transaction, taken on the
+one lock per mongomock client (``memory_engine``), or one SQLite transaction, taken on the
 engine's thread by the async driver (``local_engine``).
 """
 
@@ -10,22 +10,40 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from pathlib import Path
 from typing import Any
 
 from mongostore.core.codec import vectors_name
 from mongostore.drivers.backend import Backend, mongomock_backend
 from mongostore.drivers.embedded.asyncwrap import AsyncCollection
-from mongostore.drivers.embedded.proxy import LocalCollection, open_local
+from mongostore.drivers.embedded.collection import LocalCollection
+from mongostore.drivers.embedded.paths import default_data_dir
+from mongostore.drivers.embedded.sqlite import LocalDB
 from mongostore.drivers.mongomock_compat import in_memory_collection
 
 Engine = tuple[Any, Any, Backend]  # items collection, vectors collection, backend
 
+_ENGINES: dict[tuple[str, str], LocalDB] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def open_local(path: str | os.PathLike[str] | None, db_name: str) -> LocalDB:
+    """The engine for ``(directory, db)``: one per process, so its stores share its connections and thread."""
+    directory = (Path(path).expanduser() if path is not None else default_data_dir()).absolute()
+    key = (str(directory), db_name)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            engine = _ENGINES[key] = LocalDB(directory, db_name)
+        return engine
+
 
 def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_name: str) -> Engine:
-    """The local store's collections in ``<path>/<db_name>.bson``, and its backend."""
+    """The local store's collections in ``<path>/<db_name>.sqlite``, and its backend."""
     engine = open_local(path, db_name)
-    backend = Backend(emulated=True, local_file=True, threads=False, unit=engine.transaction, aunit=engine.atransaction)
-    return LocalCollection(engine, collection_name), LocalCollection(engine, vectors_name(collection_name)), backend
+    items = LocalCollection(engine, collection_name, include=("vectors",))  # what local ranking reads of each item
+    return items, LocalCollection(engine, vectors_name(collection_name)), items.backend
 
 
 def memory_engine(db_name: str, collection_name: str) -> Engine:

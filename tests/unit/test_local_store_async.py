@@ -2,8 +2,8 @@
 
 The Agent Server (``langgraph dev``) runs every request on one loop and refuses blocking
 calls on it (``blockbuster``: ``os.mkdir``, ``open``, file reads and writes, lock waits).
-``AsyncMongoStore.local()`` does its file I/O and takes its cross-process lock on the
-engine's own thread; these tests run it under blockbuster, and with another process
+``AsyncMongoStore.local()`` runs its SQLite transactions (and waits for another process's write
+lock) on the engine's own thread; these tests run it under blockbuster, and with another process
 holding the lock while the loop must keep running.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from langgraph.store.base import GetOp, PutOp, SearchOp
 
 from mongostore import AsyncMongoStore, MongoStore
-from mongostore.drivers.embedded import LocalFile, open_local
+from mongostore.drivers.embedded import LocalCollection, LocalDB, open_local
 from mongostore.tools.embeddings import HashingEmbeddings
 
 blockbuster = pytest.importorskip("blockbuster", reason="blockbuster comes with langgraph-api (the test extra)")
@@ -63,9 +63,9 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {src!r})
-    from mongostore.drivers.embedded import LocalFile
-    engine = LocalFile({path!r}, "mongostore")
-    with engine.transaction(write=True):
+    from mongostore.drivers.embedded import LocalDB
+    engine = LocalDB({path!r}, "mongostore")
+    with engine.unit(), engine.writing():
         print("locked", flush=True)
         time.sleep({seconds})
     """
@@ -126,41 +126,55 @@ async def test_a_call_cancelled_while_waiting_for_the_lock_leaves_it_free(tmp_pa
         holder.stdout.close()
     await asyncio.wait_for(store.abatch([PutOp(NS, "after", {"v": 2})]), 30)
     # Another engine (as another process would) takes the lock: it was released.
-    other = LocalFile(tmp_path, "mongostore")
+    other = LocalDB(tmp_path, "mongostore")
 
     def take() -> bool:
-        with other.transaction():
+        with other.unit(), other.writing():
             return True
 
     assert await asyncio.wait_for(asyncio.to_thread(take), 10)
     assert MongoStore.local(tmp_path).get(NS, "after") is not None
 
 
-async def test_concurrent_batches_are_one_transaction_each(tmp_path: Path) -> None:
+def count_write_transactions(engine: LocalDB, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one per write transaction the engine begins."""
+    begun: list[int] = []
+    real = engine._begin_write
+
+    def counting(state: object) -> None:
+        begun.append(1)
+        real(state)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "_begin_write", counting)
+    return begun
+
+
+async def test_concurrent_batches_are_one_transaction_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = AsyncMongoStore.local(tmp_path)
     b = AsyncMongoStore.local(tmp_path)  # another store on the same engine
     await a.setup()
-    engine = open_local(tmp_path, "mongostore")
-    saves = engine.saves
+    begun = count_write_transactions(open_local(tmp_path, "mongostore"), monkeypatch)
     n = 20
     await asyncio.gather(
         *(s.abatch([PutOp(NS, f"{name}{i}", {"i": i})]) for i in range(n) for name, s in (("a", a), ("b", b)))
     )
-    assert engine.saves - saves == 2 * n  # one save per batch: none joined another's
+    assert len(begun) == 2 * n  # one transaction per batch: none joined another's
     assert len(await a.asearch(NS, limit=100)) == 2 * n
 
 
-async def test_a_nested_transaction_joins_the_outer_one(tmp_path: Path) -> None:
+async def test_a_nested_transaction_joins_the_outer_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = AsyncMongoStore.local(tmp_path)
     engine = open_local(tmp_path, "mongostore")
     await store.setup()
-    saves = engine.saves
+    begun = count_write_transactions(engine, monkeypatch)
+    outside = MongoStore(LocalCollection(LocalDB(tmp_path, "mongostore"), "memories"))  # another engine
     async with engine.atransaction():
         await store.abatch([PutOp(NS, "a", {"v": 1})])
         await asyncio.gather(store.abatch([PutOp(NS, "b", {"v": 2})]), store.setup())
-        assert engine.in_atransaction() and engine.saves == saves
-    assert engine.saves == saves + 1 and not engine.in_atransaction()
-    assert len(await store.asearch(NS)) == 2
+        assert engine.in_atransaction() and len(begun) == 1
+        assert await asyncio.to_thread(outside.search, NS) == []  # not committed yet
+    assert len(begun) == 1 and not engine.in_atransaction()
+    assert len(await asyncio.to_thread(outside.search, NS)) == 2
 
 
 async def test_the_in_memory_async_store_is_unchanged(tmp_path: Path) -> None:
@@ -177,8 +191,10 @@ async def test_a_sync_call_on_the_loop_during_an_async_one_fails_clearly_instead
     engine = open_local(tmp_path, "mongostore")
     sync = MongoStore.local(tmp_path)
     async with engine.atransaction():
+        await store.abatch([PutOp(NS, "mine", {"v": 0})])  # (in this task: it joins) the write lock is held now
+        assert sync.get(NS, "k") is None  # a read on the loop does not wait (WAL)
         with pytest.raises(RuntimeError, match=r"on the event loop would wait forever.*asyncio\.to_thread"):
-            sync.get(NS, "k")
+            sync.put(NS, "k", {"v": 1})
         # From a thread it waits its turn, and gets it once the async transaction ends.
         pending = asyncio.ensure_future(asyncio.to_thread(sync.put, NS, "k", {"v": 1}))
         await asyncio.sleep(0.1)

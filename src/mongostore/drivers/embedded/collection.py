@@ -1,0 +1,960 @@
+# mongomock is untyped: its functions are called as Any.
+# mypy: disable-error-code="no-untyped-call"
+"""pymongo-shaped handles on a :class:`~mongostore.drivers.embedded.sqlite.LocalDB`: ``LocalCollection``,
+``LocalDatabase``, ``LocalClient`` and the cursor of ``find``.
+
+Reads: ``sqlquery.translate`` selects candidates with SQL on the indexed columns (the item by ``_id``,
+a namespace prefix as the ``_id`` range, expiry, vectors by ``item_id``), mongomock's public
+``filter_applies`` decides what SQL could not, and SQL sorts and pages when the sort's fields are
+columns. ``aggregate`` runs its leading ``$match`` (and a ``$sort`` / ``$skip`` / ``$limit`` after it)
+that way and the rest through mongomock's ``process_pipeline``. Writes: each request of a
+``bulk_write`` reads the documents it matches, computes the new ones in Python (an update pipeline
+through ``process_pipeline``, ``$set`` / ``$unset`` here, any other update operator on a scratch
+mongomock collection) and writes back only those rows, in the thread's write transaction.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import bson
+from bson.codec_options import CodecOptions
+from bson.dbref import DBRef
+from bson.objectid import ObjectId
+from mongomock import filtering
+from mongomock.aggregate import process_pipeline
+from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, WriteError
+from pymongo.results import BulkWriteResult, DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
+
+from mongostore.drivers.backend import Backend
+from mongostore.drivers.embedded import sqlquery as sq
+from mongostore.drivers.embedded.sqlite import LocalDB, Table, _Thread, count_nonplain
+
+CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
+#: The methods that return a cursor (the async face wraps them).
+CURSORS = frozenset({"find", "aggregate", "list_indexes"})
+MAX_BSON_SIZE = 16 * 1024 * 1024
+ATLAS_STAGES = frozenset({"$vectorSearch", "$search", "$searchMeta", "$rankFusion", "$scoreFusion", "$rerank"})
+DUPLICATE_KEY, IMMUTABLE_FIELD, TOO_LARGE, BAD_VALUE = 11000, 66, 10334, 2
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_T = TypeVar("_T")
+_EMPTY_BSON = bson.encode({})
+_BATCH = 1000  # rows decoded at once
+
+
+def decode(blob: bytes) -> dict[str, Any]:
+    """A stored document as it was written: bson reads a sub-document holding ``$ref`` and ``$id`` as a
+    ``DBRef``, which this turns back into the dict it was (MongoDB filters and updates see a document)."""
+    doc = bson.decode(blob, codec_options=CODEC)
+    return _undbref(doc) if b"$ref\x00" in blob else doc
+
+
+def decode_many(blobs: Sequence[bytes | None]) -> list[dict[str, Any]]:
+    """``decode`` of each (None: an empty document), in one call to bson's C decoder."""
+    joined = b"".join(b or _EMPTY_BSON for b in blobs)
+    docs = bson.decode_all(joined, CODEC)
+    return [_undbref(d) for d in docs] if b"$ref\x00" in joined else docs
+
+
+def _undbref(value: Any) -> Any:
+    if isinstance(value, DBRef):
+        return {k: _undbref(v) for k, v in value.as_doc().items()}
+    if isinstance(value, dict):
+        return {k: _undbref(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_undbref(v) for v in value]
+    return value
+
+
+def _id_key(value: Any) -> Any:
+    """The ``id`` column's value: the plain value, else a BLOB above every date that only it equals."""
+    if isinstance(value, (str, datetime)):
+        return sq.column_value(value)[0]
+    return b"\x7f" + bson.encode({"": value})
+
+
+def _from_id(key: Any) -> Any:
+    """The ``_id`` an ``id`` column value stands for."""
+    if isinstance(key, bytes) and key[:1] == b"\x7f":
+        return bson.decode(key[1:], codec_options=CODEC)[""]
+    return _from_column(key)
+
+
+def _from_column(value: Any) -> Any:
+    """A plain column value back to what the document holds."""
+    if isinstance(value, bytes) and value[:1] == sq.DATE_TAG:
+        ms = int.from_bytes(value[1:], "big") - (1 << 63)
+        return _EPOCH + timedelta(milliseconds=ms)
+    return value
+
+
+class _Failure(Exception):
+    """A request's own failure: reported for it alone (its ``code``, as MongoDB's)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def _included(table: Table, doc: Mapping[str, Any]) -> bytes | None:
+    """The ``inc`` column: the included top-level fields the document has, as BSON."""
+    if not table.include:
+        return None
+    return bson.encode({f: doc[f] for f in table.include if f in doc}, codec_options=CODEC)
+
+
+def _row(table: Table, doc: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
+    """The row's values (id, doc, np, inc, then each column in ``table.columns`` order) and its not-plain fields."""
+    blob = bson.encode(doc, codec_options=CODEC)
+    if len(blob) > MAX_BSON_SIZE:
+        raise _Failure(TOO_LARGE, f"document {doc.get('_id')!r} is {len(blob)} bytes, over 16 MiB (BSONObjectTooLarge)")
+    nonplain = [] if isinstance(doc.get("_id"), (str, datetime)) else ["_id"]
+    values: list[Any] = [_id_key(doc.get("_id")), blob, None, _included(table, doc)]
+    for fld in table.columns:
+        if fld == "_id":
+            continue
+        value, plain = sq.plain_at(doc, fld)
+        values.append(value)
+        if not plain:
+            nonplain.append(fld)
+    if nonplain:
+        values[2] = json.dumps(nonplain)
+    return values, nonplain
+
+
+def _column_names(table: Table) -> list[str]:
+    return ["id", "doc", "np", "inc", *(f'"{c}"' for f, c in table.columns.items() if f != "_id")]
+
+
+# --------------------------------------------------------------------------- the recorder of bulk requests
+
+
+class _Requests:
+    """Receives pymongo's write models as pymongo's own bulk object does (``model._add_to_bulk(self)``:
+    the one protocol both pymongo's ``Collection.bulk_write`` and mongomock read them through)."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[Any, ...]] = []
+
+    def add_insert(self, document: Any) -> None:
+        if "_id" not in document:
+            document["_id"] = ObjectId()
+        self.ops.append(("insert", document))
+
+    def add_update(self, selector: Any, update: Any, multi: bool, upsert: bool, **options: Any) -> None:
+        self._check(options)
+        self.ops.append(("update", selector, update, multi, upsert))
+
+    def add_replace(self, selector: Any, replacement: Any, upsert: bool, **options: Any) -> None:
+        self._check(options)
+        self.ops.append(("replace", selector, replacement, upsert))
+
+    def add_delete(self, selector: Any, limit: int, **options: Any) -> None:
+        self._check(options)
+        self.ops.append(("delete", selector, limit))
+
+    @staticmethod
+    def _check(options: Mapping[str, Any]) -> None:
+        for name in ("collation", "array_filters", "hint", "sort"):
+            if options.get(name) is not None:
+                raise NotImplementedError(f"the local store's writes take no {name}=")
+
+
+def requests_of(models: Iterable[Any]) -> list[tuple[Any, ...]]:
+    rec = _Requests()
+    for model in models:
+        model._add_to_bulk(rec)
+    return rec.ops
+
+
+# --------------------------------------------------------------------------- the client, database, collections
+
+
+class LocalClient:
+    """What ``collection.database.client`` is for the local store: its databases, no server commands."""
+
+    def __init__(self, engine: LocalDB) -> None:
+        self.engine = engine
+
+    def __getitem__(self, name: str) -> LocalDatabase:
+        return self.get_database(name)
+
+    def get_database(self, name: str | None = None, **_: Any) -> LocalDatabase:
+        if name not in (None, self.engine.db_name):
+            raise NotImplementedError(
+                f"the local store file {self.engine.path} holds database {self.engine.db_name!r} only"
+            )
+        return LocalDatabase(self.engine)
+
+    def close(self) -> None:
+        """Nothing to close: connections belong to the engine (one per thread)."""
+
+    def __repr__(self) -> str:
+        return f"LocalClient({str(self.engine.path)!r})"
+
+
+class LocalDatabase:
+    """The ``database`` of a :class:`LocalCollection`."""
+
+    def __init__(self, engine: LocalDB) -> None:
+        self.engine = engine
+        self.name = engine.db_name
+
+    @property
+    def client(self) -> LocalClient:
+        return LocalClient(self.engine)
+
+    def __getitem__(self, name: str) -> LocalCollection:
+        return LocalCollection(self.engine, name)
+
+    def get_collection(self, name: str, **_: Any) -> LocalCollection:
+        return LocalCollection(self.engine, name)
+
+    def list_collection_names(self, **_: Any) -> list[str]:
+        with self.engine.reading() as state:
+            return sorted(self.engine.tables(state))
+
+    def create_collection(self, name: str, **_: Any) -> LocalCollection:
+        with self.engine.writing() as state:
+            if name in self.engine.tables(state):
+                raise CollectionInvalid(f"collection {name} already exists")
+            _create_table(state, self.engine, name)
+        return LocalCollection(self.engine, name)
+
+    def drop_collection(self, name: str) -> None:
+        LocalCollection(self.engine, name).drop()
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the local store answers no server commands")
+
+    def __repr__(self) -> str:
+        return f"LocalDatabase({str(self.engine.path)!r})"
+
+
+def _create_table(state: _Thread, engine: LocalDB, name: str, include: Sequence[str] = ()) -> Table:
+    conn = state.conn
+    n = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM _collections").fetchone()[0]
+    tbl = f"c{n}"
+    conn.execute(f'CREATE TABLE "{tbl}" (id PRIMARY KEY, doc BLOB NOT NULL, np TEXT, inc BLOB) WITHOUT ROWID')
+    conn.execute(f'CREATE INDEX "{tbl}_np" ON "{tbl}" (np) WHERE np IS NOT NULL')
+    conn.execute(
+        "INSERT INTO _collections (name, tbl, include) VALUES (?, ?, ?)", (name, tbl, json.dumps(list(include)))
+    )
+    conn.execute("INSERT INTO _columns (collection, field, col) VALUES (?, '_id', 'id')", (name,))
+    state.tables = None
+    return engine.tables(state)[name]
+
+
+def _include(state: _Thread, engine: LocalDB, table: Table, include: Sequence[str]) -> Table:
+    """Keep these top-level fields in ``inc`` too (for every document already there as well)."""
+    wanted = tuple(dict.fromkeys([*table.include, *include]))
+    conn = state.conn
+    conn.execute("UPDATE _collections SET include = ? WHERE name = ?", (json.dumps(list(wanted)), table.name))
+    widened = Table(table.name, table.tbl, wanted)
+    rows = conn.execute(f'SELECT id, doc FROM "{table.tbl}"').fetchall()
+    conn.executemany(
+        f'UPDATE "{table.tbl}" SET inc = ? WHERE id = ?', [(_included(widened, decode(doc)), key) for key, doc in rows]
+    )
+    state.tables = None
+    return engine.tables(state)[table.name]
+
+
+def _index_name(keys: Sequence[tuple[str, Any]]) -> str:
+    return "_".join(f"{k}_{d}" for k, d in keys)
+
+
+def _keys(keys: Any, direction: Any = None) -> list[tuple[str, Any]]:
+    if isinstance(keys, str):
+        return [(keys, 1 if direction is None else direction)]
+    if isinstance(keys, Mapping):
+        return list(keys.items())
+    return [(k, d) for k, d in keys]
+
+
+class _Deferred:
+    """An iterator over ``read()``'s list, called on the first ``next`` (no I/O before)."""
+
+    def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
+        self._read = read
+        self._docs: Iterator[dict[str, Any]] | None = None
+
+    def __iter__(self) -> _Deferred:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._docs is None:
+            self._docs = iter(self._read())
+        return next(self._docs)
+
+    def close(self) -> None:
+        self._docs = iter(())
+
+
+class LocalCursor:
+    """``find``'s cursor: options are recorded; the first read runs the query (in a transaction)."""
+
+    def __init__(self, coll: LocalCollection, filter: Any, projection: Any, **options: Any) -> None:
+        self._coll = coll
+        self._filter = filter or {}
+        self._projection = projection
+        self._sort: list[tuple[str, Any]] | None = None
+        self._skip = 0
+        self._limit = 0
+        self._docs: Iterator[dict[str, Any]] | None = None
+        if options.get("sort"):
+            self.sort(options["sort"])
+        self.skip(options.get("skip") or 0)
+        self.limit(options.get("limit") or 0)
+
+    def sort(self, key_or_list: Any, direction: Any = None) -> LocalCursor:
+        self._sort = _keys(key_or_list, direction)
+        return self
+
+    def skip(self, n: int) -> LocalCursor:
+        self._skip = int(n)
+        return self
+
+    def limit(self, n: int) -> LocalCursor:
+        self._limit = int(n)
+        return self
+
+    def batch_size(self, _: int) -> LocalCursor:
+        return self
+
+    def _read(self) -> Iterator[dict[str, Any]]:
+        if self._docs is None:
+            self._docs = iter(self._coll.select(self._filter, self._sort, self._skip, self._limit, self._projection))
+        return self._docs
+
+    def __iter__(self) -> LocalCursor:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._read())
+
+    def close(self) -> None:
+        self._docs = iter(())
+
+    def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        rest = list(self._read())
+        return rest if length is None else rest[:length]
+
+
+class LocalCollection:
+    """A pymongo-``Collection``-shaped handle on one collection of a :class:`LocalDB`. ``include``: top-level
+    fields to keep in each row's ``inc`` too, from this handle's first write on (``find`` with a projection of
+    only these and ``_id`` then reads no document: the store's items list their vectors' hashes there)."""
+
+    def __init__(self, engine: LocalDB, name: str, include: Sequence[str] = ()) -> None:
+        self.engine = engine
+        self.name = name
+        self.full_name = f"{engine.db_name}.{name}"
+        self.include = tuple(include)
+
+    @property
+    def database(self) -> LocalDatabase:
+        return LocalDatabase(self.engine)
+
+    @property
+    def backend(self) -> Backend:
+        """What a store on this collection runs on: the engine's transaction around each operation."""
+        engine = self.engine
+        return Backend(emulated=True, local_file=True, threads=False, unit=engine.unit, aunit=engine.atransaction)
+
+    def __repr__(self) -> str:
+        return f"LocalCollection({str(self.engine.path)!r}, {self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalCollection) and (other.engine, other.name) == (self.engine, self.name)
+
+    def __hash__(self) -> int:
+        return hash((id(self.engine), self.name))
+
+    def _table(self, state: _Thread, create: bool = False) -> Table | None:
+        table = self.engine.tables(state).get(self.name)
+        if table is None and create:
+            table = _create_table(state, self.engine, self.name, self.include)
+        elif table is not None and create and not set(self.include) <= set(table.include):
+            table = _include(state, self.engine, table, self.include)
+        return table
+
+    # ------------------------------------------------------------------ reads
+
+    def _scan(
+        self,
+        state: _Thread,
+        table: Table,
+        filt: Mapping[str, Any],
+        sort: Sequence[tuple[str, Any]] | None = None,
+        skip: int = 0,
+        limit: int = 0,
+        covered: Sequence[str] = (),
+    ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
+        """(document, id key, not-plain fields) of the matches, sorted and paged. ``covered``: only these
+        included fields (and ``_id``) are wanted: read from ``inc`` when SQL decides the filter alone."""
+        t = sq.translate(filt, table.usable)
+        order = sq.order_by(sort, table.usable)
+        rest = f'FROM "{table.tbl}" WHERE {t.where}' + (order or "")
+        params = list(t.params)
+        python_sort = bool(sort) and order is None
+        residual = t.residual
+        try:
+            if residual is None and not python_sort:
+                if limit or skip:
+                    rest += " LIMIT ? OFFSET ?"
+                    params += [limit or -1, skip]
+                if covered and set(covered) <= set(table.include):
+                    rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
+                    for doc, (_, key) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
+                        yield {"_id": key if type(key) is str else _from_id(key), **doc}, key, None
+                    return
+                cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
+                for rows in iter(lambda: cursor.fetchmany(_BATCH), []):
+                    for doc, (_, key, np_fields) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
+                        yield doc, key, np_fields
+                return
+            if order and limit:
+                # Sorted by SQL, filtered here: the documents one by one, until the page is full.
+                one = f'SELECT doc, np FROM "{table.tbl}" WHERE id = ?'
+                keys = [key for (key,) in state.conn.execute(f"SELECT id {rest}", params).fetchall()]
+                found = (
+                    (doc, key, np_fields)
+                    for key in keys
+                    for blob, np_fields in state.conn.execute(one, (key,))
+                    for doc in (decode(blob),)
+                )
+                yield from _page((m for m in found if filtering.filter_applies(residual, m[0])), skip, limit)
+                return
+            cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
+        except sqlite3.Error as exc:
+            raise self.engine.translate_error(exc) from None
+        matches = (
+            (doc, key, np_fields)
+            for doc, key, np_fields in ((decode(b), k, n) for b, k, n in cursor)
+            if residual is None or filtering.filter_applies(residual, doc)
+        )
+        if python_sort:
+            ordered = list(matches)
+            assert sort is not None
+            for name, direction in reversed(list(sort)):
+                ordered.sort(key=lambda m: filtering.resolve_sort_key(name, m[0]), reverse=direction < 0)
+            end = skip + limit if limit else None
+            yield from ordered[skip:end]
+            return
+        yield from _page(matches, skip, limit)
+
+    def select(
+        self,
+        filt: Mapping[str, Any],
+        sort: Sequence[tuple[str, Any]] | None = None,
+        skip: int = 0,
+        limit: int = 0,
+        projection: Mapping[str, Any] | Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The documents ``find`` returns, read in one snapshot."""
+        if projection is not None and not isinstance(projection, Mapping):
+            projection = dict.fromkeys(projection, 1)
+        plan = sq.simple_projection(projection)
+        with self.engine.reading() as state:
+            table = self._table(state)
+            if table is None:
+                if filt:
+                    filtering.filter_applies(filt, {})  # a bad filter fails on an empty collection too
+                return []
+            covered = sq.covered_fields(plan)
+            docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit, covered)]
+        if plan is None or (covered and set(covered) <= set(table.include) and plan[2]):
+            return docs  # no projection, or read from ``inc``: already just ``_id`` and those fields
+        return [sq.project(d, plan) for d in docs]
+
+    def find(self, filter: Any = None, projection: Any = None, *args: Any, **options: Any) -> LocalCursor:
+        if args:
+            raise TypeError("find() takes filter and projection positionally; give the rest by keyword")
+        return LocalCursor(self, filter, projection, **options)
+
+    def find_one(self, filter: Any = None, projection: Any = None, **options: Any) -> dict[str, Any] | None:
+        if filter is not None and not isinstance(filter, Mapping):
+            filter = {"_id": filter}
+        docs = self.select(filter or {}, options.get("sort"), options.get("skip") or 0, 1, projection)
+        return docs[0] if docs else None
+
+    def count_documents(self, filter: Mapping[str, Any], **options: Any) -> int:
+        skip, limit = int(options.get("skip") or 0), int(options.get("limit") or 0)
+        with self.engine.reading() as state:
+            table = self._table(state)
+            if table is None:
+                return 0
+            t = sq.translate(filter, table.usable)
+            if t.residual is None and not skip and not limit:
+                return int(
+                    state.conn.execute(f'SELECT count(*) FROM "{table.tbl}" WHERE {t.where}', t.params).fetchone()[0]
+                )
+            return sum(1 for _ in self._scan(state, table, filter, None, skip, limit))
+
+    def estimated_document_count(self, **_: Any) -> int:
+        return self.count_documents({})
+
+    def distinct(self, key: str, filter: Mapping[str, Any] | None = None, **_: Any) -> list[Any]:
+        """The distinct values of ``key`` among the matches: an indexed column's are read by skipping
+        through its index (one lookup per value), not by reading every document."""
+        filt = dict(filter or {})
+        with self.engine.reading() as state:
+            table = self._table(state)
+            if table is None:
+                return []
+            col = table.usable.get(key)
+            t = sq.translate(filt, table.usable)
+            rest = [] if t.residual is None else list(t.residual.get("$and", [t.residual]))
+            on_key = [c for c in rest if set(c) == {key}]
+            if col is None or len(on_key) != len(rest):
+                return self._distinct_scan(state, table, key, filt)
+            out: list[Any] = []
+            sql = f'SELECT "{col}" FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" > ? ORDER BY "{col}" LIMIT 1'
+            last: Any = ""
+            first = f'SELECT "{col}" FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" >= ? ORDER BY "{col}" LIMIT 1'
+            row = state.conn.execute(first, [*t.params, ""]).fetchone()
+            while row is not None:
+                last = row[0]
+                value = _from_column(last)
+                if all(filtering.filter_applies(c, {key: value}) for c in on_key):
+                    out.append(value)
+                row = state.conn.execute(sql, [*t.params, last]).fetchone()
+            nulls = f'SELECT doc FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL'
+            for (blob,) in state.conn.execute(nulls, t.params):
+                doc = decode(blob)
+                if sq.field_value(doc, key) is None and _has_path(doc, key):
+                    if all(filtering.filter_applies(c, {key: None}) for c in on_key):
+                        out.insert(0, None)
+                    break
+            return out
+
+    def _distinct_scan(self, state: _Thread, table: Table, key: str, filt: Mapping[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        seen: set[bytes] = set()
+        for doc, _, _ in self._scan(state, table, filt):
+            if not _has_path(doc, key):
+                continue
+            value = sq.field_value(doc, key)
+            for v in value if isinstance(value, list) else [value]:
+                marker = bson.encode({"": v})
+                if marker not in seen:
+                    seen.add(marker)
+                    out.append(v)
+        return out
+
+    def aggregate(self, pipeline: Sequence[Mapping[str, Any]], **_: Any) -> Iterator[dict[str, Any]]:
+        """A cursor that runs the pipeline on its first read (as ``find``'s does)."""
+        return _Deferred(functools.partial(self.run_pipeline, pipeline))
+
+    def run_pipeline(self, pipeline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The leading ``$match`` stages (and a ``$sort``, ``$skip``, ``$limit`` after them) read through
+        the indexes; the rest of the pipeline through mongomock's ``process_pipeline``."""
+        stages = [dict(s) for s in pipeline]
+        atlas = [name for stage in stages for name in stage if name in ATLAS_STAGES]
+        if atlas:
+            raise NotImplementedError(f"{atlas[0]} is an Atlas Search stage: the local store has no search index")
+        matches: list[Any] = []
+        while stages and list(stages[0]) == ["$match"]:
+            matches.append(stages.pop(0)["$match"])
+        filt: dict[str, Any] = matches[0] if len(matches) == 1 else ({"$and": matches} if matches else {})
+        with self.engine.reading() as state:
+            table = self._table(state)
+            sort: list[tuple[str, Any]] | None = None
+            skip = limit = 0
+            if table is not None and stages and list(stages[0]) == ["$sort"]:
+                candidate = list(stages[0]["$sort"].items())
+                if sq.order_by(candidate, table.usable) is not None:
+                    sort = candidate
+                    stages.pop(0)
+                    if stages and list(stages[0]) == ["$skip"]:
+                        skip = int(stages.pop(0)["$skip"])
+                    if stages and list(stages[0]) == ["$limit"]:
+                        limit = int(stages.pop(0)["$limit"])
+            docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
+            if not stages:
+                return docs
+            return list(process_pipeline(docs, self.database, stages, None))
+
+    def index_information(self) -> dict[str, dict[str, Any]]:
+        info: dict[str, dict[str, Any]] = {"_id_": {"key": [("_id", 1)], "v": 2}}
+        with self.engine.reading() as state:
+            table = self._table(state)
+            for name, spec in (table.indexes if table is not None else {}).items():
+                info[name] = {"v": 2, **spec, "key": [tuple(k) for k in spec["key"]]}
+        return info if table is not None else {}
+
+    def list_indexes(self) -> Iterator[dict[str, Any]]:
+        return iter(
+            [{"name": name, **spec, "key": dict(spec["key"])} for name, spec in self.index_information().items()]
+        )
+
+    # ------------------------------------------------------------------ indexes
+
+    def create_index(self, keys: Any, **kwargs: Any) -> str:
+        key = _keys(keys)
+        name = kwargs.pop("name", None) or _index_name(key)
+        spec: dict[str, Any] = {"key": [list(k) for k in key]}
+        for flag in ("unique", "sparse"):  # a sparse index selects no differently here: SQL narrows, filters decide
+            if kwargs.pop(flag, False):
+                spec[flag] = True
+        if kwargs.get("expireAfterSeconds") is not None:
+            spec["expireAfterSeconds"] = kwargs.pop("expireAfterSeconds")
+        kwargs.pop("background", None)
+        if kwargs:
+            raise NotImplementedError(f"the local store's indexes take no {', '.join(sorted(kwargs))}")
+        with self.engine.writing() as state:
+            table = self._table(state, create=True)
+            assert table is not None
+            existing = table.indexes.get(name)
+            if existing is not None:
+                if {k: v for k, v in existing.items() if k != "sql"} != spec:
+                    raise OperationFailure(
+                        f"an index named {name!r} exists with different options: {existing}", code=86
+                    )
+                return str(name)
+            if not all(d in (1, -1) for _, d in key):  # hashed, text, 2dsphere...: kept, never used by SQL
+                state.conn.execute(
+                    "INSERT INTO _indexes (collection, name, spec) VALUES (?, ?, ?)",
+                    (self.name, name, json.dumps(spec)),
+                )
+                state.tables = None
+                return str(name)
+            table = self._add_columns(state, table, [f for f, _ in key])
+            cols = ", ".join(f'"{table.columns[f]}"' + (" DESC" if d == -1 else "") for f, d in key)
+            unique = "UNIQUE " if spec.get("unique") else ""
+            sql_name = f"{table.tbl}_i{len(table.indexes) + 1}"
+            try:
+                state.conn.execute(f'CREATE {unique}INDEX "{sql_name}" ON "{table.tbl}" ({cols})')
+            except sqlite3.IntegrityError as exc:
+                raise OperationFailure(
+                    f"cannot create unique index {name!r}: duplicate key ({exc})", code=DUPLICATE_KEY
+                ) from None
+            spec_row = {**spec, "sql": sql_name}
+            state.conn.execute(
+                "INSERT INTO _indexes (collection, name, spec) VALUES (?, ?, ?)",
+                (self.name, name, json.dumps(spec_row)),
+            )
+            state.tables = None
+        return str(name)
+
+    def _add_columns(self, state: _Thread, table: Table, fields: Sequence[str]) -> Table:
+        new = [f for f in fields if f not in table.columns]
+        if not new:
+            return table
+        conn = state.conn
+        for fld in new:
+            col = f"f{len(table.columns)}"
+            conn.execute(f'ALTER TABLE "{table.tbl}" ADD COLUMN "{col}"')
+            conn.execute("INSERT INTO _columns (collection, field, col) VALUES (?, ?, ?)", (self.name, fld, col))
+            table.columns[fld] = col
+        # Fill the new columns from the documents already there.
+        counts = dict.fromkeys(new, 0)
+        updates = []
+        for blob, key, np_fields in conn.execute(f'SELECT doc, id, np FROM "{table.tbl}"').fetchall():
+            doc = decode(blob)
+            values = []
+            nonplain = json.loads(np_fields) if np_fields else []
+            for fld in new:
+                value, plain = sq.plain_at(doc, fld)
+                values.append(value)
+                if not plain:
+                    counts[fld] += 1
+                    nonplain.append(fld)
+            updates.append([*values, json.dumps(nonplain) if nonplain else None, key])
+        sets = ", ".join(f'"{table.columns[f]}" = ?' for f in new)
+        conn.executemany(f'UPDATE "{table.tbl}" SET {sets}, np = ? WHERE id = ?', updates)
+        count_nonplain(state, table, counts)
+        state.tables = None
+        found = self._table(state)
+        assert found is not None
+        return found
+
+    def drop_index(self, name: str) -> None:
+        with self.engine.writing() as state:
+            table = self._table(state)
+            spec = table.indexes.get(name) if table is not None else None
+            if table is None or spec is None:
+                raise OperationFailure(f"index not found with name [{name}]", code=27)
+            if spec.get("sql"):
+                state.conn.execute(f'DROP INDEX "{spec["sql"]}"')
+            state.conn.execute("DELETE FROM _indexes WHERE collection = ? AND name = ?", (self.name, name))
+            state.tables = None
+
+    def drop(self) -> None:
+        with self.engine.writing() as state:
+            table = self._table(state)
+            if table is None:
+                return
+            state.conn.execute(f'DROP TABLE "{table.tbl}"')
+            for meta in ("_collections", "_indexes", "_columns"):
+                key = "name" if meta == "_collections" else "collection"
+                state.conn.execute(f"DELETE FROM {meta} WHERE {key} = ?", (self.name,))
+            state.tables = None
+
+    # ------------------------------------------------------------------ writes
+
+    def bulk_write(self, requests: Sequence[Any], ordered: bool = True, **_: Any) -> BulkWriteResult:
+        """Each request in turn (unordered: every one is tried), in the thread's write transaction; a
+        request that fails leaves nothing of itself (a savepoint) and is reported in ``BulkWriteError``."""
+        ops = requests_of(requests)
+        if not ops:
+            raise ValueError("bulk_write() needs at least one request")  # pymongo's InvalidOperation says so too
+        result: dict[str, Any] = {
+            "writeErrors": [],
+            "writeConcernErrors": [],
+            "nInserted": 0,
+            "nUpserted": 0,
+            "nMatched": 0,
+            "nModified": 0,
+            "nRemoved": 0,
+            "upserted": [],
+        }
+        with self.engine.writing() as state:
+            table = self._table(state, create=True)
+            assert table is not None
+            writer = _Writer(self, state, table)
+            for i, op in enumerate(ops):
+                state.conn.execute("SAVEPOINT request")
+                try:
+                    writer.apply(i, op, result)
+                except _Failure as exc:
+                    state.conn.execute("ROLLBACK TO request")
+                    writer.deltas.clear()
+                    result["writeErrors"].append({"index": i, "code": exc.code, "errmsg": str(exc), "op": op[1]})
+                    if ordered:
+                        state.conn.execute("RELEASE request")
+                        break
+                except BaseException as exc:  # nothing of a request that did not finish stays
+                    state.conn.execute("ROLLBACK TO request")
+                    state.conn.execute("RELEASE request")
+                    if isinstance(exc, sqlite3.Error):
+                        raise self.engine.translate_error(exc) from None
+                    raise
+                else:
+                    count_nonplain(state, table, writer.deltas)
+                    writer.deltas.clear()
+                state.conn.execute("RELEASE request")
+        if result["writeErrors"]:
+            raise BulkWriteError(result)
+        result.pop("writeErrors")
+        result.pop("writeConcernErrors")
+        return BulkWriteResult(result, acknowledged=True)
+
+    def _one(self, model: Any) -> dict[str, Any]:
+        try:
+            return self.bulk_write([model]).bulk_api_result
+        except BulkWriteError as exc:
+            error = exc.details["writeErrors"][0]
+            cls = DuplicateKeyError if error["code"] == DUPLICATE_KEY else WriteError
+            raise cls(error["errmsg"], error["code"], error) from None
+
+    def insert_one(self, document: Any, **_: Any) -> InsertOneResult:
+        from pymongo import InsertOne
+
+        self._one(InsertOne(document))
+        return InsertOneResult(document["_id"], acknowledged=True)
+
+    def insert_many(self, documents: Iterable[Any], ordered: bool = True, **_: Any) -> InsertManyResult:
+        from pymongo import InsertOne
+
+        docs = list(documents)
+        self.bulk_write([InsertOne(d) for d in docs], ordered=ordered)
+        return InsertManyResult([d["_id"] for d in docs], acknowledged=True)
+
+    def _update(self, model: Any) -> UpdateResult:
+        raw = self._one(model)
+        upserted = raw["upserted"][0]["_id"] if raw["upserted"] else None
+        return UpdateResult(
+            {"n": raw["nMatched"] + raw["nUpserted"], "nModified": raw["nModified"], "upserted": upserted}, True
+        )
+
+    def update_one(self, filter: Any, update: Any, upsert: bool = False, **_: Any) -> UpdateResult:
+        from pymongo import UpdateOne
+
+        return self._update(UpdateOne(filter, update, upsert=upsert))
+
+    def update_many(self, filter: Any, update: Any, upsert: bool = False, **_: Any) -> UpdateResult:
+        from pymongo import UpdateMany
+
+        return self._update(UpdateMany(filter, update, upsert=upsert))
+
+    def replace_one(self, filter: Any, replacement: Any, upsert: bool = False, **_: Any) -> UpdateResult:
+        from pymongo import ReplaceOne
+
+        return self._update(ReplaceOne(filter, replacement, upsert=upsert))
+
+    def delete_one(self, filter: Any, **_: Any) -> DeleteResult:
+        from pymongo import DeleteOne
+
+        return DeleteResult({"n": self._one(DeleteOne(filter))["nRemoved"]}, True)
+
+    def delete_many(self, filter: Any, **_: Any) -> DeleteResult:
+        from pymongo import DeleteMany
+
+        return DeleteResult({"n": self._one(DeleteMany(filter))["nRemoved"]}, True)
+
+
+def _page(matches: Iterable[_T], skip: int, limit: int) -> Iterator[_T]:
+    """``skip`` then at most ``limit`` (0: all) of ``matches``, reading no further than needed."""
+    taken = 0
+    for i, match in enumerate(matches):
+        if i < skip:
+            continue
+        yield match
+        taken += 1
+        if limit and taken >= limit:
+            return
+
+
+def _has_path(doc: Mapping[str, Any], path: str) -> bool:
+    cur: Any = doc
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False
+        cur = cur[part]
+    return True
+
+
+class _Writer:
+    """Applies one bulk write's requests to a table (inside its transaction)."""
+
+    def __init__(self, coll: LocalCollection, state: _Thread, table: Table) -> None:
+        self.coll = coll
+        self.state = state
+        self.table = table
+        self.deltas: dict[str, int] = {}
+        names = _column_names(table)
+        self.insert_sql = f'INSERT INTO "{table.tbl}" ({", ".join(names)}) VALUES ({", ".join("?" * len(names))})'
+        sets = ", ".join(f"{n} = ?" for n in names[1:])
+        self.update_sql = f'UPDATE "{table.tbl}" SET {sets} WHERE id = ?'
+
+    def _note(self, fields: Iterable[str], sign: int) -> None:
+        for fld in fields:
+            self.deltas[fld] = self.deltas.get(fld, 0) + sign
+
+    def insert(self, doc: dict[str, Any]) -> None:
+        if "_id" not in doc:
+            doc = {"_id": ObjectId(), **doc}
+        elif next(iter(doc)) != "_id":
+            doc = {"_id": doc["_id"], **doc}
+        values, nonplain = _row(self.table, doc)
+        try:
+            self.state.conn.execute(self.insert_sql, values)
+        except sqlite3.IntegrityError as exc:
+            raise _Failure(
+                DUPLICATE_KEY,
+                f"E11000 duplicate key error collection: {self.coll.full_name} ({exc}); _id: {doc['_id']!r}",
+            ) from None
+        self._note(nonplain, 1)
+
+    def replace(self, key: Any, old_np: str | None, doc: dict[str, Any]) -> None:
+        values, nonplain = _row(self.table, doc)
+        try:
+            self.state.conn.execute(self.update_sql, [*values[1:], key])
+        except sqlite3.IntegrityError as exc:
+            raise _Failure(
+                DUPLICATE_KEY, f"E11000 duplicate key error collection: {self.coll.full_name} ({exc})"
+            ) from None
+        self._note(json.loads(old_np) if old_np else [], -1)
+        self._note(nonplain, 1)
+
+    def apply(self, i: int, op: tuple[Any, ...], result: dict[str, Any]) -> None:
+        kind = op[0]
+        if kind == "insert":
+            self.insert(op[1])
+            result["nInserted"] += 1
+            return
+        if kind == "delete":
+            _, filt, limit = op
+            found = list(self.coll._scan(self.state, self.table, filt, limit=1 if limit == 1 else 0))
+            for _, key, np_fields in found:
+                self.state.conn.execute(f'DELETE FROM "{self.table.tbl}" WHERE id = ?', (key,))
+                self._note(json.loads(np_fields) if np_fields else [], -1)
+            result["nRemoved"] += len(found)
+            return
+        if kind == "replace":
+            _, filt, replacement, upsert = op
+            multi, update = False, replacement
+        else:
+            _, filt, update, multi, upsert = op
+        found = list(self.coll._scan(self.state, self.table, filt, limit=0 if multi else 1))
+        if not found:
+            if upsert:
+                seed = {} if kind == "replace" else sq.equality_fields(filt)
+                doc = self._updated(seed, filt, update, kind, inserting=True)
+                if "_id" not in doc:
+                    doc = {"_id": seed.get("_id", ObjectId()), **doc}
+                self.insert(doc)
+                result["nUpserted"] += 1
+                result["upserted"].append({"index": i, "_id": doc["_id"]})
+            return
+        for old, key, np_fields in found:
+            before = bson.encode(old, codec_options=CODEC)
+            doc = self._updated(copy.deepcopy(old), filt, update, kind, inserting=False)
+            if doc.get("_id", old["_id"]) != old["_id"]:
+                raise _Failure(
+                    IMMUTABLE_FIELD, "Performing an update on the path '_id' would modify the immutable field '_id'"
+                )
+            doc = {"_id": old["_id"], **{k: v for k, v in doc.items() if k != "_id"}}
+            result["nMatched"] += 1
+            if bson.encode(doc, codec_options=CODEC) != before:
+                self.replace(key, np_fields, doc)
+                result["nModified"] += 1
+
+    def _updated(self, doc: dict[str, Any], filt: Any, update: Any, kind: str, inserting: bool) -> dict[str, Any]:
+        """The document after the request: a replacement, an update pipeline or update operators."""
+        if kind == "replace":
+            if any(isinstance(k, str) and k.startswith("$") for k in update):
+                raise _Failure(BAD_VALUE, "a replacement document cannot hold update operators")
+            return {"_id": doc["_id"], **update} if "_id" in doc else dict(update)
+        try:
+            if isinstance(update, list):
+                from mongostore.drivers.mongomock_compat.lookups import mongodb_expressions
+
+                [new] = list(process_pipeline([doc], self.coll.database, mongodb_expressions(update), None))
+                return dict(new)
+            if not update or not all(isinstance(k, str) and k.startswith("$") for k in update):
+                raise _Failure(BAD_VALUE, "an update document must hold only update operators")
+            if sq.apply_fields(doc, update, inserting):
+                return doc
+            return _scratch_update(doc, filt, update, inserting)
+        except _Failure:
+            raise
+        except (OperationFailure, ValueError, TypeError, KeyError) as exc:
+            raise _Failure(getattr(exc, "code", None) or BAD_VALUE, str(exc)) from None
+
+
+_SCRATCH_LOCK = threading.Lock()
+
+
+@functools.cache
+def _scratch_db() -> Any:
+    from mongostore.drivers.mongomock_compat import new_client
+
+    return new_client(tz_aware=True)["scratch"]
+
+
+def _scratch_update(doc: dict[str, Any], filt: Any, update: Any, inserting: bool) -> dict[str, Any]:
+    """Update operators besides ``$set`` / ``$unset`` / ``$setOnInsert``, applied by mongomock on a
+    scratch collection holding this one document (its public ``update_one``)."""
+    with _SCRATCH_LOCK:
+        coll = _scratch_db()["c"]
+        coll.delete_many({})
+        if inserting:
+            coll.update_one({"_id": doc["_id"]} if "_id" in doc else filt, update, upsert=True)
+        else:
+            coll.insert_one(doc)
+            coll.update_one({"_id": doc["_id"]}, update)
+        found = coll.find_one({})
+        coll.delete_many({})
+    return dict(found) if found is not None else doc

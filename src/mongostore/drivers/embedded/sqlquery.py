@@ -1,0 +1,409 @@
+"""MongoDB filters, sorts and projections as SQL over the local store's indexed columns (pure functions).
+
+Each indexed field of a collection has a column holding its value when the value is *plain*: a string
+(TEXT), a date (an 8-byte BLOB that sorts as the dates do) or null/missing (NULL). So SQLite's order of
+types (NULL < TEXT < BLOB) is MongoDB's (null < string < date), and a comparison can be bracketed by
+type as MongoDB's is (a string never compares with a date). A document whose indexed field holds
+anything else (a number, an array...) stores NULL there and is counted against the column; a column
+with such a document is not used for conditions or sorts (``translate``'s ``usable``).
+
+``translate`` turns the conditions it can decide exactly into SQL and leaves the rest as a residual
+filter, which the engine applies to each decoded candidate with mongomock's ``filter_applies``: SQL
+narrows, MongoDB's semantics decide. Conditions translated: equality, ``$eq``, ``$ne``, ``$in``,
+``$nin``, ``$gt``/``$gte``/``$lt``/``$lte`` on strings and dates, an anchored ``$regex`` as the range of
+its literal prefix (exact when the pattern is nothing more), ``$not`` of an exact condition, and
+``$and`` / ``$or`` of those.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+#: A date column value starts with BSON's date type byte; nothing else in a column is a BLOB.
+DATE_TAG = b"\x09"
+_DATE = struct.Struct(">Q")
+_DATE_MIN = DATE_TAG  # below every date, above every string
+_DATE_END = b"\x0a"  # above every date
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class _Unplain(Exception):
+    """The operand is no plain value: the condition stays in the residual filter."""
+
+
+def date_key(value: datetime) -> bytes:
+    """A date as its column value: milliseconds since the epoch (what BSON keeps), offset so that
+    unsigned big-endian bytes sort as the dates do. A naive datetime is UTC, as pymongo reads it."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return DATE_TAG + _DATE.pack(ms + (1 << 63))
+
+
+def column_value(value: Any) -> tuple[Any, bool]:
+    """(the column value, whether ``value`` is plain); a value that is not plain stores NULL."""
+    if value is None or isinstance(value, str):
+        return value, True
+    if isinstance(value, datetime):
+        return date_key(value), True
+    return None, False
+
+
+def field_value(doc: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path through sub-documents; None when missing (or reached through an array:
+    such a value is not plain, see ``plain_at``)."""
+    cur: Any = doc
+    for part in path.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def plain_at(doc: Mapping[str, Any], path: str) -> tuple[Any, bool]:
+    """``column_value`` of the field at ``path``: not plain when an array lies on the way (MongoDB would
+    compare each element)."""
+    cur: Any = doc
+    for part in path.split("."):
+        if isinstance(cur, list):
+            return None, False
+        if not isinstance(cur, Mapping):
+            return None, True
+        cur = cur.get(part)
+    return column_value(cur)
+
+
+def _operand(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        return date_key(value)
+    raise _Unplain
+
+
+def _bracket(value: Any) -> str:
+    """The SQL condition keeping a column's values to ``value``'s type (strings or dates)."""
+    return "{c} >= '' AND {c} < X'09'" if isinstance(value, str) else "{c} >= X'09' AND {c} < X'0a'"
+
+
+@dataclass
+class Translation:
+    """``where`` (SQL with ``?`` parameters ``params``) selects a superset of the matches; ``residual``
+    (a MongoDB filter, None when SQL decides exactly) must still hold for each."""
+
+    where: str = "1"
+    params: list[Any] = field(default_factory=list)
+    residual: dict[str, Any] | None = None
+
+
+# An unescaped "|" outside a character class: the pattern has alternatives (no common prefix).
+_ALTERNATION = re.compile(r"(?<!\\)(?:\\\\)*\|")
+
+
+def literal_prefix(pattern: str) -> tuple[str, bool]:
+    """The literal text an anchored regex starts with, and whether the pattern is nothing more.
+
+    ``^a\\.b`` -> ("a.b", True); ``^a\\.[^.]+`` -> ("a.", False); unanchored: ("", False).
+    An escaped non-alphanumeric character is itself (``re.escape``'s output); anything else ends it.
+    """
+    if not pattern.startswith("^") or _ALTERNATION.search(pattern):
+        return "", False
+    out: list[str] = []
+    i, n = 1, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n and not pattern[i + 1].isalnum():
+            out.append(pattern[i + 1])
+            i += 2
+        elif ch.isalnum() or ch in " _-/:,;'\"=<>!@#%&~`\x00":
+            out.append(ch)
+            i += 1
+        else:
+            break
+    if i < n and pattern[i] in "?*{" and out:
+        out.pop()  # the last literal is optional or repeated: not part of the prefix
+    return "".join(out), i == n
+
+
+def _successor(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (None: no bound)."""
+    for i in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[i])
+        if code < 0x10FFFF and not 0xD7FF <= code < 0xE000:
+            return prefix[:i] + chr(code + 1)
+    return None
+
+
+class _Translator:
+    def __init__(self, columns: Mapping[str, str]) -> None:
+        self.columns = columns  # field -> column name, usable ones only
+        self.params: list[Any] = []
+
+    def conjunction(self, filt: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+        """SQL conditions and the residual conditions of a filter's conjuncts."""
+        sql: list[str] = []
+        residual: list[dict[str, Any]] = []
+        for name, spec in filt.items():
+            if name == "$and" and isinstance(spec, list) and all(isinstance(s, Mapping) for s in spec):
+                for sub in spec:
+                    s, r = self.conjunction(sub)
+                    sql += s
+                    residual += r
+                continue
+            if name == "$or" and isinstance(spec, list) and spec and all(isinstance(s, Mapping) for s in spec):
+                mark = len(self.params)
+                branches = []
+                for sub in spec:
+                    s, r = self.conjunction(sub)
+                    if r:
+                        break
+                    branches.append("(" + (" AND ".join(s) or "1") + ")")
+                else:
+                    sql.append("(" + " OR ".join(branches) + ")")
+                    continue
+                del self.params[mark:]
+                residual.append({name: spec})
+                continue
+            col = self.columns.get(name) if not name.startswith("$") else None
+            if col is None:
+                residual.append({name: spec})
+                continue
+            mark = len(self.params)
+            try:
+                cond, exact = self.field(col, spec)
+            except _Unplain:
+                del self.params[mark:]
+                residual.append({name: spec})
+                continue
+            sql.append(cond)
+            if not exact:
+                residual.append({name: spec})
+        return sql, residual
+
+    def field(self, col: str, spec: Any) -> tuple[str, bool]:
+        if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+            conds: list[str] = []
+            exact = True
+            for op, operand in spec.items():
+                c, e = self.op(col, op, operand, spec)
+                conds.append(c)
+                exact = exact and e
+            return " AND ".join(conds), exact
+        return self.op(col, "$eq", spec, {})
+
+    def op(self, col: str, op: str, operand: Any, spec: Mapping[str, Any]) -> tuple[str, bool]:
+        q = f'"{col}"'
+        if op == "$eq":
+            value = _operand(operand)
+            if value is None:
+                return f"{q} IS NULL", True
+            self.params.append(value)
+            return f"{q} = ?", True
+        if op == "$ne":
+            value = _operand(operand)
+            if value is None:
+                return f"{q} IS NOT NULL", True
+            self.params.append(value)
+            return f"({q} IS NULL OR {q} != ?)", True
+        if op in ("$in", "$nin"):
+            if not isinstance(operand, (list, tuple)):
+                raise _Unplain
+            values = [_operand(v) for v in operand]
+            present = [v for v in values if v is not None]
+            self.params.extend(present)
+            marks = ", ".join("?" * len(present))
+            has_null = len(present) < len(values)
+            if op == "$in":
+                parts = ([f"{q} IN ({marks})"] if present else []) + ([f"{q} IS NULL"] if has_null else [])
+                return ("(" + " OR ".join(parts) + ")") if parts else "0", True
+            if has_null:
+                return (f"({q} IS NOT NULL AND {q} NOT IN ({marks}))" if present else f"{q} IS NOT NULL"), True
+            return (f"({q} IS NULL OR {q} NOT IN ({marks}))" if present else "1"), True
+        if op in ("$gt", "$gte", "$lt", "$lte"):
+            value = _operand(operand)
+            if value is None:
+                raise _Unplain  # comparisons with null: MongoDB's rules, not SQL's
+            sign = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+            self.params.append(value)
+            return "(" + _bracket(operand).format(c=q) + f" AND {q} {sign} ?)", True
+        if op == "$regex":
+            if not isinstance(operand, str) or spec.get("$options"):
+                raise _Unplain
+            prefix, whole = literal_prefix(operand)
+            if not prefix:
+                raise _Unplain
+            upper = _successor(prefix)
+            self.params.append(prefix)
+            if upper is None:
+                return f"({q} >= ? AND {q} < X'09')", whole
+            self.params.append(upper)
+            return f"({q} >= ? AND {q} < ?)", whole
+        if op == "$options" and "$regex" in spec:
+            return "1", True
+        if op == "$not" and isinstance(operand, Mapping):
+            inner, exact = self.field(col, operand)
+            if not exact:
+                raise _Unplain
+            return f"NOT COALESCE(({inner}), 0)", True
+        raise _Unplain
+
+
+def translate(filt: Mapping[str, Any] | None, columns: Mapping[str, str]) -> Translation:
+    """SQL for what ``columns`` (field -> column, each usable) can decide of ``filt``; the rest as a residual."""
+    if not filt:
+        return Translation()
+    t = _Translator(columns)
+    sql, residual = t.conjunction(filt)
+    rest = None if not residual else (residual[0] if len(residual) == 1 else {"$and": residual})
+    return Translation(" AND ".join(sql) or "1", t.params, rest)
+
+
+def order_by(sort: Sequence[tuple[str, int]] | None, columns: Mapping[str, str]) -> str | None:
+    """``ORDER BY`` for a sort whose every key has a usable column; None when one has none ("" for no sort)."""
+    if not sort:
+        return ""
+    parts = []
+    for name, direction in sort:
+        col = columns.get(name)
+        if col is None or direction not in (1, -1):
+            return None
+        parts.append(f'"{col}"' + (" DESC" if direction == -1 else ""))
+    return " ORDER BY " + ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- projections
+
+
+def simple_projection(spec: Mapping[str, Any] | None) -> tuple[bool, list[list[str]], bool] | None:
+    """(inclusion, dotted paths, keep ``_id``) of a projection of 0/1 flags; None when it is anything more."""
+    if not spec:
+        return None
+    include: bool | None = None
+    paths: list[list[str]] = []
+    keep_id = True
+    for name, flag in spec.items():
+        if isinstance(flag, bool) or flag in (0, 1):
+            on = bool(flag)
+        else:
+            raise NotImplementedError(f"projection {name!r}: {flag!r}: the local store projects with 0/1 only")
+        if name == "_id":
+            keep_id = on
+            continue
+        if include is None:
+            include = on
+        elif include != on:
+            raise ValueError(f"projection {dict(spec)!r} mixes inclusion and exclusion")
+        paths.append(name.split("."))
+    return (keep_id if include is None else include), paths, keep_id
+
+
+def covered_fields(plan: tuple[bool, list[list[str]], bool] | None) -> tuple[str, ...]:
+    """The top-level fields an inclusion projection keeps besides ``_id`` (empty: it is not one)."""
+    if plan is None or not plan[0] or not plan[1] or any(len(p) != 1 for p in plan[1]):
+        return ()
+    return tuple(p[0] for p in plan[1])
+
+
+def _take(doc: Mapping[str, Any], path: list[str], out: dict[str, Any]) -> None:
+    head = path[0]
+    if head not in doc:
+        return
+    value = doc[head]
+    if len(path) == 1:
+        out[head] = value
+        return
+    if isinstance(value, Mapping):
+        sub = out.setdefault(head, {})
+        if isinstance(sub, dict):
+            _take(value, path[1:], sub)
+    elif isinstance(value, list):
+        items = []
+        for element in value:
+            if isinstance(element, Mapping):
+                part: dict[str, Any] = {}
+                _take(element, path[1:], part)
+                items.append(part)
+        out[head] = items
+
+
+def _drop(doc: dict[str, Any], path: list[str]) -> None:
+    head = path[0]
+    if head not in doc:
+        return
+    if len(path) == 1:
+        del doc[head]
+        return
+    value = doc[head]
+    if isinstance(value, dict):
+        _drop(value, path[1:])
+    elif isinstance(value, list):
+        for element in value:
+            if isinstance(element, dict):
+                _drop(element, path[1:])
+
+
+def project(doc: dict[str, Any], plan: tuple[bool, list[list[str]], bool]) -> dict[str, Any]:
+    """``doc`` through a ``simple_projection``, as MongoDB's find projects (``_id`` first when kept)."""
+    include, paths, keep_id = plan
+    if include:
+        out: dict[str, Any] = {"_id": doc["_id"]} if keep_id and "_id" in doc else {}
+        for path in paths:
+            _take(doc, path, out)
+        return out
+    for path in paths:
+        _drop(doc, path)
+    if not keep_id:
+        doc.pop("_id", None)
+    return doc
+
+
+# --------------------------------------------------------------------------- upserts
+
+
+def equality_fields(filt: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields an upsert's new document starts with: the filter's top-level equalities (``$and`` too)."""
+    out: dict[str, Any] = {}
+    for name, spec in filt.items():
+        if name == "$and" and isinstance(spec, list):
+            for sub in spec:
+                if isinstance(sub, Mapping):
+                    out.update(equality_fields(sub))
+        elif name.startswith("$"):
+            continue
+        elif isinstance(spec, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in spec):
+            if "$eq" in spec:
+                _set_path(out, name, spec["$eq"])
+        else:
+            _set_path(out, name, spec)
+    return out
+
+
+def _set_path(doc: dict[str, Any], name: str, value: Any) -> None:
+    parts = name.split(".")
+    cur = doc
+    for part in parts[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = cur[part] = {}
+        cur = nxt
+    cur[parts[-1]] = value
+
+
+def apply_fields(doc: dict[str, Any], update: Mapping[str, Any], inserting: bool) -> bool:
+    """Apply ``$set`` / ``$unset`` / ``$setOnInsert`` in place; False when the update holds another operator."""
+    if any(op not in ("$set", "$unset", "$setOnInsert") for op in update):
+        return False
+    for name, value in (update.get("$set") or {}).items():
+        _set_path(doc, name, value)
+    if inserting:
+        for name, value in (update.get("$setOnInsert") or {}).items():
+            _set_path(doc, name, value)
+    for name in update.get("$unset") or {}:
+        _drop(doc, name.split("."))
+    return True

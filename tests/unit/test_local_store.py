@@ -1,0 +1,346 @@
+"""The local store (``mongostore.drivers.embedded``: MongoDB collections in one SQLite file).
+
+The behaviour suite runs on it too (``sync-file`` / ``async-file`` in conftest); these tests cover
+what only the local store has: persistence across engines and processes, SQLite's transactions
+(one per store operation, WAL readers beside a writer, a killed writer, three writers at once),
+a damaged file, the access paths its SQL takes, and where the data lives.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from langgraph.store.base import PutOp
+
+from mongostore import AsyncMongoStore, MongoStore
+from mongostore.drivers.embedded import (
+    LocalCollection,
+    LocalDB,
+    default_data_dir,
+    parse_local_uri,
+)
+from mongostore.errors import DamagedStoreFileError
+from mongostore.tools.embeddings import HashingEmbeddings
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def index() -> dict[str, object]:
+    emb = HashingEmbeddings(32)
+    return {"dims": 32, "embed": emb, "fields": ["text"]}
+
+
+def fresh(path: Path, **kw: object) -> MongoStore:
+    """A store on its own engine (as another process would have)."""
+    engine = LocalDB(path, "mongostore")
+    items = LocalCollection(engine, "memories", include=("vectors",))
+    vectors = LocalCollection(engine, "memories_vectors")
+    return MongoStore(items, vectors_collection=vectors, **kw)  # type: ignore[arg-type]
+
+
+def test_data_survives_a_new_engine_with_ids_dates_and_vectors(tmp_path: Path) -> None:
+    with fresh(tmp_path, index=index()) as store:
+        store.setup()
+        store.put(("users", "alice"), "k1", {"text": "I like pizza", "n": 1.5})
+        before = store.get(("users", "alice"), "k1")
+    again = fresh(tmp_path, index=index())
+    item = again.get(("users", "alice"), "k1")
+    assert item is not None and before is not None
+    assert item.value == {"text": "I like pizza", "n": 1.5}
+    assert item.created_at == before.created_at and item.created_at.tzinfo is not None
+    hits = again.search(("users",), query="I like pizza")
+    assert [h.key for h in hits] == ["k1"] and hits[0].score == pytest.approx(1.0)  # the vector came back
+    assert "path_key" in again.collection.index_information()  # indexes are kept too
+    assert (tmp_path / "mongostore.sqlite").is_file()
+
+
+def test_another_engine_sees_writes_at_its_next_call(tmp_path: Path) -> None:
+    a, b = fresh(tmp_path), fresh(tmp_path)
+    a.setup()
+    assert b.get(("x",), "k") is None
+    a.put(("x",), "k", {"v": 1})
+    got = b.get(("x",), "k")
+    assert got is not None and got.value == {"v": 1}
+    b.put(("x",), "k2", {"v": 2})
+    assert [i.key for i in a.search(("x",))] == ["k2", "k"]
+
+
+def _statements(engine: LocalDB) -> list[str]:
+    """The SQL this thread's connection runs from now on (sqlite3's public trace callback)."""
+    seen: list[str] = []
+    engine._thread().conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_one_write_transaction_per_put_and_none_for_reads(tmp_path: Path) -> None:
+    store = fresh(tmp_path, index=index())
+    store.setup()
+    store.put(("x",), "k", {"text": "one"})
+    seen = _statements(store.collection.engine)  # type: ignore[attr-defined]
+    store.get(("x",), "k")
+    store.search(("x",))
+    store.search(("x",), query="one")
+    store.list_namespaces()
+    assert not [s for s in seen if s.startswith("BEGIN IMMEDIATE")]
+    seen.clear()
+    store.batch([PutOp(("x",), str(i), {"text": f"text {i}"}) for i in range(5)])
+    assert [s for s in seen if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN", "COMMIT", "BEGIN IMMEDIATE", "COMMIT"]
+
+
+def _plans(engine: LocalDB, statements: list[str]) -> dict[str, str]:
+    """EXPLAIN QUERY PLAN of each data read among ``statements`` (the catalogue's reads left out)."""
+    conn = engine._thread().conn
+    conn.set_trace_callback(None)
+    out = {}
+    for sql in statements:
+        if sql.startswith("SELECT") and '"c' in sql and "sqlite_master" not in sql:
+            out[sql] = " | ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+    return out
+
+
+def test_the_stores_reads_use_the_indexes_and_opening_reads_no_document(tmp_path: Path) -> None:
+    """Gets by primary key, a prefix as the ``_id`` range, a listing by skipping through the path index,
+    vectors by ``item_id``: no read scans a whole table; opening and ``setup()`` read no document."""
+    store = fresh(tmp_path, index=index())
+    store.setup()
+    store.batch([PutOp(("t", f"n{i % 3}"), f"k{i}", {"text": f"memory {i}", "kind": i % 2}) for i in range(30)])
+    engine = LocalDB(tmp_path, "mongostore")
+    opened = MongoStore(
+        LocalCollection(engine, "memories"),
+        index=index(),
+        vectors_collection=LocalCollection(engine, "memories_vectors"),
+    )  # type: ignore[arg-type]
+    seen = _statements(engine)
+    opened.setup()
+    assert not [s for s in seen if "SELECT doc" in s or "SELECT inc" in s]
+    opened.get(("t", "n1"), "k1")
+    opened.search(("t", "n1"), filter={"kind": 1}, limit=3)
+    opened.search(("t",), query="memory 4", limit=3)
+    opened.list_namespaces(prefix=("t",))
+    opened.list_namespaces()
+    plans = _plans(engine, seen)
+    assert plans and not [f"{sql} -> {plan}" for sql, plan in plans.items() if "SCAN c" in plan]
+
+
+def test_a_damaged_file_is_refused_by_name_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "mongostore.sqlite"
+    path.write_bytes(b"\x10\x00\x00\x00garbage-garbage" * 100)
+    before = path.read_bytes()
+    with pytest.raises(DamagedStoreFileError) as caught:
+        fresh(tmp_path).get(("x",), "k")
+    assert str(path) in str(caught.value) and "mv " in str(caught.value)
+    assert path.read_bytes() == before
+
+
+def test_another_applications_sqlite_file_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "mongostore.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (t TEXT)")
+    with pytest.raises(DamagedStoreFileError, match="another application"):
+        fresh(tmp_path).get(("x",), "k")
+
+
+def test_a_newer_format_version_says_to_upgrade(tmp_path: Path) -> None:
+    import sqlite3
+
+    fresh(tmp_path).setup()
+    with sqlite3.connect(tmp_path / "mongostore.sqlite") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(RuntimeError, match="upgrade mongostore"):
+        fresh(tmp_path).get(("x",), "k")
+
+
+def test_a_file_cut_short_is_refused(tmp_path: Path) -> None:
+    store = fresh(tmp_path)
+    store.setup()
+    store.batch([PutOp(("x",), str(i), {"v": "x" * 500}) for i in range(200)])
+    LocalDB(tmp_path, "mongostore")  # nothing open on it in this thread but the store's engine
+    store.collection.engine.close()  # type: ignore[attr-defined]
+    path = tmp_path / "mongostore.sqlite"
+    for wal in tmp_path.glob("mongostore.sqlite-*"):
+        wal.unlink()
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(DamagedStoreFileError):
+        fresh(tmp_path).search(("x",), limit=500)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {src!r})
+    from mongostore import MongoStore
+    store = MongoStore.local({path!r})
+    for i in range({n}):
+        store.put(("w", sys.argv[1]), str(i), {{"i": i}})
+    """
+)
+
+
+def test_three_writer_processes_lose_no_write(tmp_path: Path) -> None:
+    MongoStore.local(tmp_path).setup()
+    n = 15
+    script = WRITER.format(src=SRC, path=str(tmp_path), n=n)
+    procs = [subprocess.Popen([sys.executable, "-c", script, name]) for name in ("a", "b", "c")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    store = fresh(tmp_path)
+    for name in ("a", "b", "c"):
+        assert sorted(int(i.key) for i in store.search(("w", name), limit=100)) == list(range(n))
+
+
+def test_default_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert default_data_dir({"MONGOSTORE_DATA_DIR": str(tmp_path)}) == tmp_path
+    assert default_data_dir({"XDG_DATA_HOME": "/data/x"}) == Path("/data/x/mongostore")
+    # A relative XDG_DATA_HOME is ignored, as the XDG spec says.
+    assert default_data_dir({"XDG_DATA_HOME": "rel"}) == Path.home() / ".local/share/mongostore"
+    assert default_data_dir({}) == Path.home() / ".local/share/mongostore"
+
+
+def test_local_uri() -> None:
+    assert parse_local_uri("mongostore-local://") is None
+    assert parse_local_uri("mongostore-local:///srv/data") == Path("/srv/data")
+    with pytest.raises(ValueError, match="absolute path"):
+        parse_local_uri("mongostore-local://relative")
+
+
+def test_bad_database_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="database name"):
+        MongoStore.local(tmp_path, db_name="../evil")
+
+
+def test_from_conn_string_local(tmp_path: Path) -> None:
+    with MongoStore.from_conn_string(f"mongostore-local://{tmp_path}", db_name="d1") as store:
+        store.setup()
+        store.put(("a",), "k", {"v": 1})
+    assert (tmp_path / "d1.sqlite").is_file()
+
+
+async def test_async_local_and_in_memory(tmp_path: Path) -> None:
+    async with AsyncMongoStore.from_conn_string(f"mongostore-local://{tmp_path}", index=index()) as store:
+        await store.setup()
+        await store.aput(("a",), "k", {"text": "hello there"})
+    got = fresh(tmp_path).get(("a",), "k")
+    assert got is not None and got.value == {"text": "hello there"}
+    async with AsyncMongoStore.in_memory(index=index()) as mem:
+        await mem.setup()
+        await mem.aput(("a",), "k", {"text": "hi"})
+        assert [i.key for i in await mem.asearch(("a",), query="hi")] == ["k"]
+
+
+def test_sync_context_manager_closes_the_client_it_owns() -> None:
+    closed: list[bool] = []
+
+    class Client:
+        def close(self) -> None:
+            closed.append(True)
+
+    store = MongoStore.in_memory()
+    store._owned_client = Client()  # type: ignore[assignment]
+    with store as same:
+        assert same is store
+    assert closed == [True]
+
+
+async def test_async_context_manager_closes_the_client_it_owns_and_stops_the_sweeper() -> None:
+    closed: list[bool] = []
+
+    class Client:
+        async def close(self) -> None:
+            closed.append(True)
+
+    store = AsyncMongoStore.in_memory()
+    store._owned_client = Client()
+    async with store as same:
+        assert same is store
+        sweeper = await store.start_ttl_sweeper(60)
+    assert closed == [True] and sweeper.cancelled()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {src!r})
+    from mongostore import MongoStore
+    store = MongoStore.local({path!r})
+    store.put(("x",), "k", {{"v": 1}})
+    engine = store.collection.engine
+    with engine.unit(), engine.writing():
+        print("locked", flush=True)
+        time.sleep(1.5)
+    """
+)
+
+
+def test_a_reader_is_not_blocked_by_a_writer_and_a_writer_waits_saying_so(tmp_path: Path) -> None:
+    import time
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(src=SRC, path=str(tmp_path))], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    store = MongoStore.local(tmp_path, db_name="mongostore")
+    engine = LocalDB(tmp_path, "mongostore")
+    reader = MongoStore(LocalCollection(engine, "memories"))  # type: ignore[arg-type]
+    started = time.monotonic()
+    got = reader.get(("x",), "k")
+    assert got is not None and time.monotonic() - started < 0.5  # WAL: the writer does not block readers
+    said: list[str] = []
+    engine.on_wait = said.append
+    started = time.monotonic()
+    reader.put(("x",), "k2", {"v": 2})
+    waited = time.monotonic() - started
+    assert holder.wait(timeout=30) == 0
+    holder.stdout.close()
+    assert waited > 0.5 and said == [f"waiting for another process writing {tmp_path / 'mongostore.sqlite'}"]
+    assert store.get(("x",), "k2") is not None
+
+
+KILLED = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {src!r})
+    from mongostore import MongoStore
+    store = MongoStore.local({path!r})
+    i = 0
+    while True:
+        store.put(("k",), str(i), {{"i": i}})
+        print(i, flush=True)
+        i += 1
+    """
+)
+
+
+def test_a_killed_writer_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    import signal
+
+    MongoStore.local(tmp_path).setup()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED.format(src=SRC, path=str(tmp_path))], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    acked = -1
+    for line in proc.stdout:
+        acked = int(line)
+        if acked >= 50:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    keys = {int(i.key) for i in fresh(tmp_path).search(("k",), limit=100_000)}
+    assert set(range(acked + 1)) <= keys
+
+
+async def test_status_names_the_local_store_not_an_in_memory_mongomock(tmp_path: Path) -> None:
+    """``status()["server_version"]`` says where the data is: a file, or memory only."""
+    local = "the local store (SQLite, one file)"
+    memory = "mongomock (in-memory, for development)"
+    assert MongoStore.local(tmp_path).status()["server_version"] == local
+    assert (await AsyncMongoStore.local(tmp_path).status())["server_version"] == local
+    assert MongoStore.in_memory().status()["server_version"] == memory
+    assert (await AsyncMongoStore.in_memory().status())["server_version"] == memory
