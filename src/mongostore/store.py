@@ -105,14 +105,15 @@ class _StoreBase:
             utcnow(),
             vectors_name=self._vectors_name(),
             vector_cache=self._vector_cache,
-            sharded=server.sharded,
+            ranges=server.ranges,
+            distinct_paths=server.distinct_scan,
         )
         return (yield from batch(ops, ctx))
 
     def _aggregate_plan(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> _plan.Plan:
         server: Capabilities = yield ServerInfo()
         cutoff = utcnow() if self._omit_expired() else None
-        scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.sharded)
+        scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.ranges)
         return (yield from _plan.aggregate_plan(scoped))
 
     def _status_plan(self) -> _plan.Plan:
@@ -158,9 +159,9 @@ class _StoreBase:
         db_name: str = DEFAULT_DB,
         collection_name: str = DEFAULT_COLLECTION,
     ) -> Self:
-        """The persistent embedded store, for development: kept in ``<path>/<db_name>.bson``, no server.
+        """The persistent embedded store, no server: a SQLite file, ``<path>/<db_name>.sqlite``.
         ``path`` defaults to the CLI's: ``$MONGOSTORE_DATA_DIR``, else ``$XDG_DATA_HOME/mongostore`` or
-        ``~/.local/share/mongostore``. Each operation locks the file: processes may share it."""
+        ``~/.local/share/mongostore``. Each operation is one SQLite transaction: processes may share it."""
         from mongostore.drivers.embedded import local_engine
 
         return cls._embedded(local_engine(path, db_name, collection_name), index, ttl)

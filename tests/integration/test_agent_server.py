@@ -87,7 +87,7 @@ async def test_factory_defaults_to_the_local_store_the_cli_reads(
     monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path))
     async with make_store() as store:
         await store.aput(("u", "memories"), "k", {"text": "I like pizza"})
-    assert (tmp_path / "mongostore.bson").is_file()
+    assert (tmp_path / "mongostore.sqlite").is_file()
     again = MongoStore.local(tmp_path, index={"dims": 384, "embed": HashingEmbeddings(384), "fields": ["text"]})
     got = again.get(("u", "memories"), "k")
     assert got is not None and got.value == {"text": "I like pizza"}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import Run
 
-from mongostore.drivers.embedded import LocalCollection, LocalFile
+from mongostore.drivers.embedded import LocalCollection, LocalDB
 from mongostore.tools import cli
 from mongostore.tools.cli import (
     EXIT_FAILURE,
@@ -49,7 +49,7 @@ def data_dir(clean_store_env: Path) -> Path:
 
 def file_docs(data_dir: Path, name: str = "memories", db: str = "mongostore") -> list[dict[str, Any]]:
     """What is in the file, read by a new engine (as the next process would)."""
-    return list(LocalCollection(LocalFile(data_dir, db), name).find({}))
+    return list(LocalCollection(LocalDB(data_dir, db), name).find({}))
 
 
 # --------------------------------------------------------------------------- the local store
@@ -57,7 +57,7 @@ def file_docs(data_dir: Path, name: str = "memories", db: str = "mongostore") ->
 
 def test_the_local_store_keeps_data_between_commands_and_says_where(run: Run, data_dir: Path) -> None:
     code, out, err = run("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}')
-    where = f"local store {data_dir / 'mongostore.bson'}"
+    where = f"local store {data_dir / 'mongostore.sqlite'}"
     assert code == EXIT_OK and out == "stored users.alice.memories / pizza in the local store\n"
     assert f"mongostore: {where} (no --uri or MONGODB_URI: kept between commands)" in err  # the path, once
     assert [d["key"] for d in file_docs(data_dir)] == ["pizza"]  # on disk, for the next process
@@ -67,9 +67,9 @@ def test_the_local_store_keeps_data_between_commands_and_says_where(run: Run, da
     assert code == EXIT_NOT_FOUND and "no item 'nope' in namespace users.alice.memories in the local store" in err
     assert err.count(str(data_dir)) == 1
     doctor = run.json("doctor")
-    assert doctor["data_file"] == str(data_dir / "mongostore.bson") and str(data_dir) in doctor["store"]
+    assert doctor["data_file"] == str(data_dir / "mongostore.sqlite") and str(data_dir) in doctor["store"]
     code, out, _ = run("doctor")
-    assert f"data file          {data_dir / 'mongostore.bson'} (" in out
+    assert f"data file          {data_dir / 'mongostore.sqlite'} (" in out
     assert "server             none: the local store" in out
     assert run.json("put", "a", "k", "{}")["store"] == where
 
@@ -77,7 +77,7 @@ def test_the_local_store_keeps_data_between_commands_and_says_where(run: Run, da
 def test_data_dir_flag_and_local_uri(run: Run, data_dir: Path, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     assert run("put", "a", "k", '{"v": 1}', "--data-dir", str(other))[0] == EXIT_OK
-    assert (other / "mongostore.bson").is_file() and not (data_dir / "mongostore.bson").exists()
+    assert (other / "mongostore.sqlite").is_file() and not (data_dir / "mongostore.sqlite").exists()
     code, out, _ = run("--uri", f"mongostore-local://{other}", "get", "a", "k")
     assert code == EXIT_OK and '"v": 1' in out
     code, _, err = run("--uri", "mongostore-local://relative/dir", "get", "a", "k")
@@ -366,4 +366,4 @@ def test_the_demo_can_keep_its_memories_in_the_local_store(data_dir: Path) -> No
     )
     assert found.returncode == 0, found.stderr
     assert "I like pizza" in {i["value"]["text"] for i in json.loads(found.stdout)["items"]}
-    assert (data_dir / "mongostore_demo.bson").is_file()
+    assert (data_dir / "mongostore_demo.sqlite").is_file()

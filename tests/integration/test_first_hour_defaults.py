@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import Run
 
-from mongostore.drivers.embedded import LocalCollection, LocalFile
+from mongostore.drivers.embedded import LocalCollection, LocalDB
 from mongostore.tools.cli import EXIT_OK, main
 from mongostore.tools.server import StoreSettings
 
@@ -26,7 +26,7 @@ def run(capsys: pytest.CaptureFixture[str]) -> Run:
 
 
 def vector_fields(data_dir: Path) -> list[str]:
-    vectors = LocalCollection(LocalFile(data_dir, "mongostore"), "memories_vectors")
+    vectors = LocalCollection(LocalDB(data_dir, "mongostore"), "memories_vectors")
     return sorted(str(d["field"]) for d in vectors.find({}))
 
 
@@ -65,28 +65,16 @@ def test_search_scores_as_the_demo_does(run: Run) -> None:
 # ------------------------------------------------------------------- item 8: the local store's cost
 
 
-def test_doctor_shows_the_local_files_size_and_load_time(run: Run, clean_store_env: Path) -> None:
+def test_doctor_shows_the_local_files_size(run: Run, clean_store_env: Path) -> None:
     run("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}')
     code, out, _ = run("doctor")
     assert code == EXIT_OK
     line = next(r for r in out.splitlines() if r.startswith("data file"))
-    size = (clean_store_env / "mongostore.bson").stat().st_size
-    assert f"{size:,} bytes" in line and "loaded in" in line and "by every command" in line
+    size = (clean_store_env / "mongostore.sqlite").stat().st_size
+    assert f"{size:,} bytes" in line
     code, out, _ = run("doctor", "--json")
     data = json.loads(out)
-    assert data["data_file_bytes"] == size and isinstance(data["load_seconds"], float)
-
-
-def test_doctor_says_when_the_local_store_is_slow_to_load(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mongostore.tools.cli import admin
-
-    run("put", "users.alice.memories", "pizza", '{"text": "I like pizza"}')
-    monkeypatch.setattr(admin, "SLOW_LOAD_SECONDS", 0.0)  # as a 20,000-item file takes seconds
-    code, out, _ = run("doctor")
-    assert code == EXIT_OK
-    assert "to load (1 items" not in out  # counted properly
-    note = next(r for r in out.splitlines() if "s to load" in r)
-    assert "every command" in note and "MongoDB" in note and "mongostore export" in note
+    assert data["data_file_bytes"] == size
 
 
 # ------------------------------------------------------------------- item 9: small things

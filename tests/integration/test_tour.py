@@ -62,7 +62,7 @@ def ok(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 def names_the_store(proc: subprocess.CompletedProcess[str], tmp: Path) -> None:
-    assert f"local store {tmp / 'data' / 'mongostore.bson'}" in proc.stderr
+    assert f"local store {tmp / 'data' / 'mongostore.sqlite'}" in proc.stderr
 
 
 def check_demo(p: subprocess.CompletedProcess[str], tmp: Path) -> None:
@@ -75,7 +75,7 @@ def check_doctor(p: subprocess.CompletedProcess[str], tmp: Path) -> None:
     ok(p)
     assert str(tmp / "data") not in p.stderr  # named once, on the data file line
     assert p.stdout.count(str(tmp / "data")) == 1
-    assert f"data file          {tmp / 'data' / 'mongostore.bson'}" in p.stdout
+    assert f"data file          {tmp / 'data' / 'mongostore.sqlite'}" in p.stdout
     assert "all-MiniLM-L6-v2" in p.stdout and p.stdout.rstrip().endswith("ok")
 
 
@@ -189,4 +189,4 @@ def test_the_readme_python_snippet_without_a_server(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "{'text': 'I like pizza'}" in proc.stdout and "I like hiking" in proc.stdout
-    assert (tmp_path / "data" / "mongostore.bson").is_file()  # MongoStore.local() kept it
+    assert (tmp_path / "data" / "mongostore.sqlite").is_file()  # MongoStore.local() kept it

@@ -153,7 +153,7 @@ def test_shard_key_verdicts(role: Any, key: Any, verdict: str) -> None:
 
 def run(ops: list[Any], sharded: bool, stored: list[dict[str, Any]] | None = None) -> list[Step]:
     index = index_settings({"dims": 4, "embed": HashingEmbeddings(4), "fields": ["text"]})
-    ctx = PlanContext("memories", index, None, NOW, clock=lambda: NOW, sharded=sharded)
+    ctx = PlanContext("memories", index, None, NOW, clock=lambda: NOW, ranges=sharded)
     plan = batch_plan(ops, ctx)
     steps: list[Step] = []
 

@@ -32,6 +32,15 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class Distinct:
+    """``collection.distinct(field, filter)`` -> the distinct values (only where ``Capabilities.distinct_scan``)."""
+
+    role: Role
+    field: str
+    filter: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Count:
     """``collection.count_documents(filter)`` -> int."""
 
@@ -85,6 +94,10 @@ class Capabilities:
     index_status: str = ""
     recheck: bool = False
     sharded: bool = False  # behind mongos (``hello`` says ``msg: "isdbgrid"``)
+    ranges: bool = False  # prefix reads carry the ``_id`` / ``item_id`` range: behind mongos, and on the local store
+    # ``distinct`` of an indexed field skips through its index, one lookup per value (the local store):
+    # list_namespaces reads the distinct paths instead of grouping every item.
+    distinct_scan: bool = False
 
     @property
     def version(self) -> tuple[int, int] | None:
@@ -190,6 +203,7 @@ class Sleep:
 Step = (
     Find
     | Aggregate
+    | Distinct
     | Count
     | Write
     | Embed

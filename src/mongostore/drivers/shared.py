@@ -266,6 +266,7 @@ HANDLERS: dict[type[Any], Callable[[Any, Any], Any]] = {
     steps.Write: _write,
     steps.Embed: lambda io, s: io.embed(list(s.texts)),
     steps.Count: lambda io, s: io.coll(s.role).count_documents(s.filter),
+    steps.Distinct: lambda io, s: io.coll(s.role).distinct(s.field, s.filter),
     steps.Probe: _probe,
     ServerInfo: _server_info,
     steps.ServerCommand: lambda io, s: io.items.database.command(s.name),

@@ -281,7 +281,7 @@ class StoreSettings:
 
     def local_file(self) -> Path:
         """The file holding this database of the local store."""
-        return self.local_dir() / f"{self.db}.bson"
+        return self.local_dir() / f"{self.db}.sqlite"
 
     def where(self) -> str:
         """A few words naming where the data is, credentials hidden (for result lines)."""

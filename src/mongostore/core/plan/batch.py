@@ -20,6 +20,7 @@ from mongostore.core.plan.paths import fall_back, path_for, search_path
 from mongostore.core.plan.validate import SizedPut, check_op, check_sizes
 from mongostore.core.steps import (
     Aggregate,
+    Distinct,
     Embed,
     Find,
     Parallel,
@@ -188,7 +189,7 @@ def batch_reads(state: BatchState) -> list[Step]:
         if s.op.limit == 0:
             continue
         if not s.semantic:
-            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.sharded)
+            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.ranges)
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
         else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
             s.path = search_path(state)
@@ -198,8 +199,11 @@ def batch_reads(state: BatchState) -> list[Step]:
     for _, lop in state.listings:
         if lop.limit == 0:
             continue
+        if ctx.distinct_paths:
+            reads.append(Distinct("items", "path", q.namespace_paths_filter(lop.match_conditions, cutoff)))
+            continue
         pipeline = q.list_namespaces_pipeline(
-            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.sharded
+            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.ranges
         )
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts:
@@ -228,7 +232,12 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
             state.results[s.pos] = [doc_to_search_item(d) for d in docs]
             state.note_refresh(s.pos, docs, s.op.refresh_ttl)
     for pos, lop in state.listings:
-        state.results[pos] = [] if lop.limit == 0 else [tuple(d["_id"]) for d in answers.pop()]
+        if lop.limit == 0:
+            state.results[pos] = []
+        elif state.ctx.distinct_paths:
+            state.results[pos] = q.namespaces_page(answers.pop(), lop.max_depth, lop.offset, lop.limit)
+        else:
+            state.results[pos] = [tuple(d["_id"]) for d in answers.pop()]
     if state.index is not None and state.puts:
         for doc in answers.pop():
             state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
@@ -275,7 +284,7 @@ def write_phase(state: BatchState) -> Plan:
     if state.index is not None:
         requests += q.refresh_ttl_requests("vectors", by_ttl, now, id_field="item_id")
     cached = _put_requests(state, now, requests)
-    if state.ctx.sharded:  # vector writes carry their shard key, item_id (same order, same length)
+    if state.ctx.ranges:  # vector writes carry their shard key, item_id (same order, same length)
         requests = q.targeted_writes(requests)
     outcome = BatchOutcome(state.results, refreshing={pos for iid in refresh for pos in state.refreshers[iid]})
     if not requests:

@@ -40,8 +40,11 @@ class PlanContext:
     vectors_name: str = ""
     # The store's client-side matrix of stored embeddings (local ranking); None: a fresh one per search.
     vector_cache: _vectors.VectorCache | None = None
-    # Behind mongos: prefix reads carry the shard-key range, vector writes their item_id (``queries.sharding``).
-    sharded: bool = False
+    # Prefix reads carry the shard-key range, vector writes their item_id (``queries.sharding``): behind mongos
+    # (so it targets shards), and on the local store (whose SQLite indexes read the range): ``Capabilities.ranges``.
+    ranges: bool = False
+    # list_namespaces reads the distinct paths (``Capabilities.distinct_scan``) rather than a grouping pipeline.
+    distinct_paths: bool = False
 
     @property
     def expiry_cutoff(self) -> datetime | None:

@@ -192,7 +192,7 @@ class _Atlas:
         if len(page) < op.limit and exhausted:
             skip, limit = max(0, op.offset - scored), op.limit - len(page)
             vectors, cutoff = ctx.vectors_collection, ctx.expiry_cutoff
-            tail = q.unscored_pipeline(op.namespace_prefix, op.filter, vectors, cutoff, skip, limit, ctx.sharded)
+            tail = q.unscored_pipeline(op.namespace_prefix, op.filter, vectors, cutoff, skip, limit, ctx.ranges)
             page.extend((d, None) for d in (yield Aggregate("items", tail)))
         return page
 
@@ -202,10 +202,10 @@ class _Local:
         """The candidate items (ids and listed hashes only: each field costs decoding per item)
         and, unless the store's vector cache holds the prefix, every vector under it."""
         op, ctx = s.op, state.ctx
-        filt = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.sharded)
+        filt = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.ranges)
         reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH)]
         if ctx.vector_cache is None or not ctx.vector_cache.covers(namespace_path(op.namespace_prefix)):
-            under = q.vector_candidates_filter(op.namespace_prefix, ctx.expiry_cutoff, ctx.sharded)
+            under = q.vector_candidates_filter(op.namespace_prefix, ctx.expiry_cutoff, ctx.ranges)
             reads.append(Find("vectors", under, VECTOR_PROJECTION, batch_size=LARGE_BATCH))
         return reads
 
@@ -239,7 +239,7 @@ class _Local:
             reads: list[Step] = []
             if page:
                 reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, PAGE_PROJECTION))
-                held_filter = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.sharded)
+                held_filter = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.ranges)
                 check = q.all_of([held_filter, q.not_expired(cutoff)])
                 reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
@@ -248,7 +248,7 @@ class _Local:
                 unscored: dict[str, Any] = {"vectors.0": {"$exists": False}}
                 if ranking.absent:
                     unscored = {"$or": [unscored, {"_id": {"$in": ranking.absent}}]}
-                filt = q.all_of([q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.sharded), unscored])
+                filt = q.all_of([q.search_filter(op.namespace_prefix, op.filter, cutoff, ctx.ranges), unscored])
                 skip = max(0, offset - ranking.n_scored)
                 reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, skip, limit - len(page)))
             if not reads:

@@ -27,7 +27,7 @@ MONGOS_HELLO_MSG = "isdbgrid"
 # MongoDB 8.0 speaks wire version 25; its clients can bulk_write across collections.
 CLIENT_BULK_WRITE_WIRE_VERSION = 25
 FAKE_SERVER = "mongomock (in-memory, for development)"
-LOCAL_SERVER = "the local store (mongomock's engine, data in one file, for development)"
+LOCAL_SERVER = "the local store (SQLite, one file)"
 # Before 7.1, $listSearchIndexes off Atlas may answer an empty list instead of an error
 # (manual, $listSearchIndexes "Errors"; SERVER-78831, SERVER-117001).
 TRUSTED_EMPTY_LIST_VERSION = (7, 1)
@@ -87,6 +87,8 @@ def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = Fa
         client_bulk_write=(not emulated) and has_client_bulk and wire >= CLIENT_BULK_WRITE_WIRE_VERSION,
         detail="search not asked",
         sharded=sharded,
+        ranges=sharded or local,
+        distinct_scan=local,
     )
 
 

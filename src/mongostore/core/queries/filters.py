@@ -355,6 +355,19 @@ def namespaces_match(conditions: Sequence[MatchCondition] | None) -> dict[str, A
     return {"$and": clauses}
 
 
+def namespace_paths_filter(conditions: Sequence[MatchCondition] | None, now: datetime | None) -> dict[str, Any]:
+    """The items whose distinct ``path`` s list the namespaces (``namespaces_page``): the conditions' regexes
+    (which imply the depth) and the expiry."""
+    regexes = [{"path": {"$regex": _condition_regex(cond)}} for cond in conditions or () if cond.path]
+    return all_of([*regexes, not_expired(now)])
+
+
+def namespaces_page(paths: Iterable[str], max_depth: int | None, offset: int, limit: int) -> list[tuple[str, ...]]:
+    """A page of ``list_namespaces`` from the distinct paths: each truncated to ``max_depth``, once, sorted."""
+    found = {tuple(p[:-1].split(".")) if max_depth is None else tuple(p[:-1].split("."))[:max_depth] for p in paths}
+    return sorted(found)[offset : offset + limit]
+
+
 NS_KEY = "ns_key"  # namespace_key(namespace), stored on each item: it sorts as the tuples do
 
 

@@ -20,7 +20,6 @@ from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
 from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_OK, CLIError, Progress, format_namespace, parse_namespace
-from mongostore.tools.report import count
 from mongostore.tools.settings import _one_line
 
 
@@ -56,14 +55,13 @@ def cmd_doctor(ctx: Ctx) -> int:
     data_file = ctx.settings.local_file() if ctx.local else None
     server = str(status["server_version"])
     if ctx.local:
-        server = "none: the local store (mongomock's engine, data in one file; see --data-dir)"
+        server = "none: the local store (SQLite, one file; see --data-dir)"
     if ctx.json:
         ctx.emit(
             {
                 "ok": not problems,
                 "data_file": str(data_file) if data_file else None,
                 "data_file_bytes": _file_size(data_file) if data_file else None,
-                "load_seconds": round(ctx.load_seconds, 3) if ctx.load_seconds is not None else None,
                 "embedder": ctx.embedder,
                 "index": _index_summary(ctx.store),
                 **status,
@@ -91,12 +89,6 @@ def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], li
     """What ``doctor`` found: problems (exit 1), notes, and the count of items without vectors."""
     problems: list[str] = []
     info: list[str] = []
-    if ctx.load_seconds is not None and ctx.load_seconds >= SLOW_LOAD_SECONDS:
-        info.append(
-            f"the local store took {ctx.load_seconds:.1f} s to load ({count(status['items'], 'item')}): every command "
-            "and every process that opens it reads the whole file again. It is for development; "
-            "move a store this size to MongoDB (`mongostore export`, then `mongostore --uri ... import`)"
-        )
     missing_items = [s.name for s in item_indexes() if s.name not in status["item_indexes"]]
     if missing_items:
         problems.append(f"items collection lacks indexes {', '.join(missing_items)}: run `mongostore setup`")
@@ -136,7 +128,7 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     idx = status.get("vector_search_index") or {}
     rows: list[tuple[str, str]] = [
         ("store", ctx.label(path=data_file is None)),
-        *([("data file", _file_text(data_file, ctx.load_seconds))] if data_file else []),
+        *([("data file", _file_text(data_file))] if data_file else []),
         ("server", server),
         ("embedder", ctx.embedder),
         ("index", _index_summary(ctx.store) or "none"),
@@ -163,10 +155,6 @@ def _doctor_rows(ctx: Ctx, status: Mapping[str, Any], server: str, data_file: Pa
     return rows
 
 
-#: A local store that takes this long to load gets a note from ``doctor``.
-SLOW_LOAD_SECONDS = 1.0
-
-
 def _file_size(path: Path) -> int | None:
     try:
         return path.stat().st_size
@@ -174,13 +162,12 @@ def _file_size(path: Path) -> int | None:
         return None
 
 
-def _file_text(path: Path, load_seconds: float | None = None) -> str:
+def _file_text(path: Path) -> str:
     size = _file_size(path)
     if size is None:
         return f"{path} (not written yet)"
     shown = f"{size:,} bytes" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MB ({size:,} bytes)"
-    loaded = f", loaded in {load_seconds:.2f} s by every command" if load_seconds is not None else ""
-    return f"{path} ({shown}{loaded})"
+    return f"{path} ({shown})"
 
 
 def _index_summary(store: MongoStore) -> str:

@@ -19,7 +19,7 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 
 from mongostore.errors import MongoStoreError, WriteError
 from mongostore.store import MongoStore
-from mongostore.tools.cli.connect import PER_OPERATION_COMMANDS, Ctx, _open, _settings
+from mongostore.tools.cli.connect import Ctx, _open, _settings
 from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CLIError, dumps
 from mongostore.tools.cli.parser import _UsageError, build_parser
 from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
@@ -119,10 +119,9 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
                     "command exits; leave out --uri for the local store, or set it to a real server"
                 )
         if args.command == "put" and args.value == "-":
-            args.stdin_value = sys.stdin.read()  # before the store's lock: the writer may hold it
-        whole = args.command not in PER_OPERATION_COMMANDS
-        with _open(settings, args.timeout, _note, whole_command=whole) as (opened, description, loaded):
-            ctx = Ctx(args, opened, settings, description, args.json, progress, load_seconds=loaded)
+            args.stdin_value = sys.stdin.read()
+        with _open(settings, args.timeout, _note) as (opened, description):
+            ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:
         return _fail(json_mode, str(exc), exc.code, command)

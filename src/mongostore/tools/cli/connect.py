@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -29,8 +27,6 @@ class Ctx:
     json: bool
     progress: bool
     injected: bool = False
-    #: Seconds the local store took to load its file when the command opened it (None: not local).
-    load_seconds: float | None = None
 
     @property
     def where(self) -> str:
@@ -94,17 +90,10 @@ def _settings(args: argparse.Namespace) -> StoreSettings:
     return settings
 
 
-#: Commands that lock the local store per operation, as a server isolates each one, not for the
-#: whole command: ``mongostore export | mongostore import -`` would deadlock on the lock (each
-#: waiting for the other), and ``demo``'s LangGraph nodes run on threads that would wait forever.
-PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
-
-
 @contextmanager
-def _open(
-    settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
-) -> Iterator[tuple[MongoStore, str, float | None]]:
-    """The store, the embedder's description, and the local store's load time in seconds."""
+def _open(settings: StoreSettings, timeout: float, warn: Callable[[str], None]) -> Iterator[tuple[MongoStore, str]]:
+    """The store and the embedder's description. Each operation on the local store is a SQLite
+    transaction of its own, as a server isolates each one (``export | import -`` in two processes works)."""
     index, description = settings.index()
     if not settings.embedded:
         assert settings.uri is not None
@@ -112,25 +101,17 @@ def _open(
         if note:
             warn(note)
     with settings.open(MongoStore, timeout, index=index) as store:
-        if not settings.local:
-            if settings.in_memory:
-                store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
-            yield store, description, None
-            return
-        engine = store.collection.engine
-        engine.on_wait = warn
-        # The whole command is one transaction: other commands wait, nothing is lost.
-        started = time.perf_counter()
-        with engine.transaction() if whole_command else contextlib.nullcontext():
-            with engine.transaction():  # the first one reads the file: its load time is measured
-                names = store.collection.database.list_collection_names()
-                wanted = [store.collection.name]
-                if store.vectors_collection is not None:
-                    wanted.append(store.vectors_collection.name)
-                loaded = time.perf_counter() - started
-                if any(name not in names for name in wanted):
-                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
-            yield store, description, loaded
+        if settings.in_memory:
+            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+        elif settings.local:
+            store.collection.engine.on_wait = warn
+            names = store.collection.database.list_collection_names()
+            wanted = [store.collection.name]
+            if store.vectors_collection is not None:
+                wanted.append(store.vectors_collection.name)
+            if any(name not in names for name in wanted):
+                store.setup()  # a new store (or a first index): indexes, as on a set-up server
+        yield store, description
 
 
 def _empty_hint(ctx: Ctx) -> str:
