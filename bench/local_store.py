@@ -130,8 +130,10 @@ def sqlite_module() -> ModuleType:
 
     if hasattr(sqlite3.Connection, "enable_load_extension"):
         return sqlite3
-    from pysqlite3 import dbapi2  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise RuntimeError("this Python's sqlite3 cannot load sqlite-vec: pip install pysqlite3-binary") from exc
     return cast(ModuleType, dbapi2)
 
 
