@@ -209,7 +209,7 @@ class Line:
         ours, base = self.samples.get(LOCAL), self.samples.get(self.base)
         if not ours or not base:
             return "-"
-        out = ratio_spread(ours, base) + ("" if self.base == SQLITE else f" of the {self.base_label}")
+        out = ratio_spread(ours, base)
         if self.rss.get(LOCAL) and self.rss.get(self.base):
             out += f"; peak RSS {ratio_spread(self.rss[LOCAL], self.rss[self.base])}"
         if self.samples.get(MEMORY):
@@ -230,6 +230,7 @@ def markdown(lines: Sequence[Line]) -> str:
         cells = [line.row, line.cell(LOCAL), line.cell(SQLITE), line.cell(MEMORY), line.ratios()]
         if line.base != SQLITE:  # the CLI rows: the empty store in SqliteStore's column
             cells[2] = f"{line.base_label}: {line.cell(line.base)}"
+            cells[4] = f"{line.base_label}: {cells[4]}"
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(out)
 
@@ -497,7 +498,9 @@ def size_lines(
         stores: dict[bool, dict[str, Opened]] = {}
         try:
             for indexed in (False, True):
-                line, stores[indexed] = fill_line(n, ops, embed, indexed, cfg.fill_rounds, Path(tmp))
+                line, stores[indexed] = fill_line(
+                    n, ops, embed, indexed, cfg.fill_rounds if n <= 10_000 else 1, Path(tmp)
+                )
                 lines.append(line)
             problems = agreement({k: o.store for k, o in stores[True].items()}, ops)
             notes.append(f"{n:,} items: " + ("; ".join(problems) if problems else "the three stores' answers agree"))
@@ -583,7 +586,7 @@ def cli_lines(n: int, all_ops: Sequence[PutOp], embed: Any, rounds: int) -> tupl
 @dataclass
 class Config:
     rounds: int  # rows 1 and 3-6
-    fill_rounds: int  # row 2
+    fill_rounds: int  # row 2, up to 10,000 items (one fill above)
     child_rounds: int  # row 7
     cli_rounds: int  # row 8
     processes_at_largest_only: bool  # row 7 at every size, or at the largest
