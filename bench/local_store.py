@@ -230,7 +230,7 @@ def markdown(lines: Sequence[Line]) -> str:
         cells = [line.row, line.cell(LOCAL), line.cell(SQLITE), line.cell(MEMORY), line.ratios()]
         if line.base != SQLITE:  # the CLI rows: the empty store in SqliteStore's column
             cells[2] = f"{line.base_label}: {line.cell(line.base)}"
-            cells[4] = f"{line.base_label}: {cells[4]}"
+            cells[4] = f"full/empty: {cells[4]}"
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(out)
 
