@@ -8,9 +8,9 @@ A section that raises is reported (with its traceback) and the others still run;
 exit status is then 1, so CI sees a script that no longer runs.
 
 Ours is mongostore; "theirs" is langgraph-store-mongodb 0.4.0 (for local vector ranking:
-LangGraph's InMemoryStore). Every figure is "lower is better", so a ratio theirs/ours
-above 1 means ours costs less. Results are also written to bench/results/ (JSON per
-section, ``summary.md`` with the final table in Markdown).
+LangGraph's InMemoryStore; for the local store: LangGraph's SqliteStore). Every figure is
+"lower is better", so a ratio theirs/ours above 1 means ours costs less. Results are also
+written to bench/results/ (JSON per section, ``summary.md`` with the final table in Markdown).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable
 import agent_step
 import embedded
 import latency
+import local_store
 import overhead
 import roundtrips
 import scaling
@@ -40,9 +41,11 @@ FINAL_SECTIONS = (
     "local vectors",
     "scaling",
     "embedded",
+    "local store",
 )
-SECTIONS = "roundtrips,latency,agent,overhead,vectors,scaling,embedded"
+SECTIONS = "roundtrips,latency,agent,overhead,vectors,scaling,embedded,local_store"
 FINAL_VECTOR_ROWS = ("search, ours", "MB from the server", "memory held per vector")
+FINAL_LOCAL_ROWS = ("indexed", "3. one get", "6. warm semantic")  # not the CLI's, nor the unindexed stores'
 
 
 def _final(rows: list[Row]) -> list[Row]:
@@ -51,6 +54,8 @@ def _final(rows: list[Row]) -> list[Row]:
         if not r.section.startswith(FINAL_SECTIONS):
             continue
         if r.section.startswith("local vectors") and not any(k in r.workload for k in FINAL_VECTOR_ROWS):
+            continue
+        if r.section.startswith("local store") and not any(k in r.workload for k in FINAL_LOCAL_ROWS):
             continue
         out.append(r)
     return out
@@ -122,10 +127,19 @@ def main(argv: list[str] | None = None) -> int:
             return rows
 
         section("scaling", run_scaling, "5. Scaling, largest sizes")
+    if "local_store" in only:
+        section(
+            "local_store",
+            lambda: local_store.rows(args.quick),
+            "8. The local store vs SqliteStore (theirs) and InMemoryStore (in the note)",
+        )
 
     final = _final(all_rows)
     total = time.perf_counter() - t_start
-    title = f"Summary: ours = mongostore, theirs = langgraph-store-mongodb 0.4.0 / InMemoryStore ({machine()})"
+    title = (
+        "Summary: ours = mongostore, theirs = langgraph-store-mongodb 0.4.0 / InMemoryStore"
+        f" / SqliteStore (local store rows) ({machine()})"
+    )
     print("\n" + "=" * 100)
     print(table(final, title + "\nlower is better everywhere; theirs/ours > 1 means ours costs less"))
     print(f"\ntotal: {total:.0f}s")
