@@ -276,6 +276,8 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         embeddings, dims = AtlasEmbeddings(auto.model), auto.dims
     elif (local := _local_embedder(opts.embed, opts.dims)) is not None:
         embeddings, dims = local
+    elif isinstance(opts.embed, str) and ":" not in opts.embed:  # not a name we know, nor provider:model
+        raise _unknown_embedder(opts.embed)
     elif opts.dims is None:
         raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
     else:
@@ -318,6 +320,19 @@ def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | No
 
     resolved = local_embedder(embed, dims)
     return None if resolved is None else (resolved[0], resolved[1])
+
+
+def _unknown_embedder(name: str) -> ConfigurationError:
+    """``embed="minlm"``: said as the CLI says it, not as a missing ``dims`` or a missing langchain."""
+    from mongostore.tools.embeddings import unknown_embedder
+
+    error = unknown_embedder(
+        name,
+        "'minilm' or 'hashing' (offline), a LangChain provider string such as "
+        "'openai:text-embedding-3-small' (with index['dims']), 'atlas:<voyage model>', "
+        "or an Embeddings object or function",
+    )
+    return ConfigurationError(f"index['embed']: {error}")
 
 
 def _auto_model(embed: Any) -> str | None:

@@ -113,6 +113,24 @@ def test_python_takes_the_clis_embedder_names(embed: str, dims: int | None) -> N
     assert store.search(("u",), query="pizza")[0].key == "a"
 
 
+@pytest.mark.parametrize("dims", [None, 384])
+def test_python_says_unknown_embedder_as_the_cli_does(dims: int | None) -> None:
+    """A misspelt name is a misspelt name (it said "index['dims'] is required", then "langchain is
+    not installed"): refused before any I/O, as the CLI refuses it, naming the near miss."""
+    from mongostore import ConfigurationError, MongoStore
+
+    index: dict[str, object] = {"embed": "minlm"}
+    if dims is not None:
+        index["dims"] = dims
+    with pytest.raises(ConfigurationError) as info:
+        MongoStore.in_memory(index=index)
+    message = str(info.value)
+    assert message.startswith("index['embed']: unknown embedder 'minlm' (did you mean 'minilm'?)"), message
+    assert "dims" not in message.split(":")[1] and "langchain is not installed" not in message
+    with pytest.raises(ConfigurationError, match="unknown embedder 'openai'"):
+        MongoStore.in_memory(index={"embed": "openai", "dims": 3})  # a provider without its model
+
+
 def test_a_named_embedder_with_the_wrong_dims_is_refused_before_any_io() -> None:
     from mongostore import ConfigurationError, MongoStore
 

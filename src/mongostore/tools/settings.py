@@ -27,6 +27,7 @@ from mongostore.tools.embeddings import (
     MiniLMEmbeddings,
     default_embeddings,
     local_embedder,
+    unknown_embedder,
 )
 
 __all__ = [
@@ -162,9 +163,8 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
     if (local := local_embedder(lowered, dims)) is not None:
         return local
     if ":" not in name:
-        raise ConfigurationError(
-            f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "
-            "such as openai:text-embedding-3-small"
+        raise unknown_embedder(
+            name, "minilm, hashing, none, or a LangChain provider string such as openai:text-embedding-3-small"
         )
     provider_dims = dims or KNOWN_DIMS.get(lowered)
     if provider_dims is None:
