@@ -349,13 +349,20 @@ MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
 
 class TTLSettings(BaseModel):
-    """Validated TTL settings; every duration in minutes."""
+    """Validated TTL settings; every duration in minutes.
+
+    ``default_for_none`` (ours): a put with ``ttl=None`` gets ``default_ttl`` too, not only one that
+    leaves ``ttl`` out. LangGraph's rule (off by default) reads ``ttl=None`` as "never expires", but
+    the Agent Server's ``/store`` API and a graph's ``PutOp`` can only say "no ttl given" as ``None``;
+    the Agent Server factory turns it on (docs/decisions.md, "A default TTL and puts that say nothing").
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
     refresh_on_read: bool = True
     omit_expired: bool = False
+    default_for_none: bool = False
     sweep_interval_minutes: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
 
 

@@ -352,8 +352,9 @@ _MINUTES = f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years
 
 
 def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
-    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``), ``..._REFRESH_ON_READ``
-    and ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
+    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``, with ``default_for_none``:
+    every put that gives no ttl gets it, ``ttl=None`` included), ``..._REFRESH_ON_READ`` and
+    ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
     env = os.environ if environ is None else environ
     minutes = _env(env, ENV_TTL_MINUTES)
     refresh = _env(env, ENV_TTL_REFRESH_ON_READ).lower()
@@ -363,6 +364,9 @@ def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
     config: dict[str, Any] = {}
     if minutes:
         config["default_ttl"] = _positive(minutes, ENV_TTL_MINUTES, MAX_TTL_MINUTES, _MINUTES)
+        # The server's /store API sends ttl=None for "no ttl given", and a graph's PutOp has no other
+        # way to say it: the default applies to them (docs/decisions.md, "A default TTL and puts ...").
+        config["default_for_none"] = True
     if refresh:
         if refresh not in _TRUE | _FALSE:
             raise ConfigurationError(f"{ENV_TTL_REFRESH_ON_READ} must be true or false, got {refresh!r}")
