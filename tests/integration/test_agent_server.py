@@ -425,3 +425,88 @@ async def test_agent_server_uses_mongostore(langgraph_dev: Server, client: Any) 
         assert len(memories) == 2 and all(ttls[k] == 600 for k in memories)
         assert local.collection.count_documents({"expires_at": {"$exists": True}}) == 4
 
+
+# --------------------------------------------------------------------------- langgraph dev stops on a bad store
+
+
+#: Each case: the variable, its value, what the one line says, and whether langgraph dev reloads.
+FAILING_STARTS = [
+    pytest.param(
+        "MONGODB_URI",
+        "mongodb://127.0.0.1:1/",
+        "cannot connect to MongoDB at 127.0.0.1:1",
+        True,
+        id="reload-unreachable",
+    ),
+    pytest.param(
+        "MONGOSTORE_TTL_MINUTES",
+        "a week",
+        "MONGOSTORE_TTL_MINUTES must be a number of minutes",
+        True,
+        id="reload-bad-ttl",
+    ),
+    pytest.param("MONGOSTORE_DATA_DIR", "FILE", "is a file, not a directory", False, id="no-reload-data-dir-is-a-file"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "value", "says", "reload"), FAILING_STARTS)
+def test_langgraph_dev_exits_when_the_store_cannot_start(
+    tmp_path: Path, name: str, value: str, says: str, reload: bool
+) -> None:
+    """``langgraph dev`` (reload mode, the default: uvicorn's reloader runs the server in a child and
+    outlives it) must end, with a failure status and the one line, when the store cannot start."""
+    cli = _langgraph_cli()
+    if cli is None or not _has_inmem_server():
+        pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
+    workdir = tmp_path / "root"  # watched by the reloader: the log goes beside it, not in it
+    workdir.mkdir()
+    shutil.copytree(EXAMPLES, workdir / "examples", ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
+    env.pop("MONGODB_URI", None)
+    env.update(
+        MONGOSTORE_DATA_DIR=str(tmp_path / "data"),
+        MONGOSTORE_EMBED="hashing",
+        LANGSMITH_TRACING="false",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",
+        PYTHONUNBUFFERED="1",
+    )
+    if value == "FILE":
+        value = str(tmp_path / "a-file")
+        Path(value).write_text("not a directory")
+    env[name] = value
+    argv = [cli, "dev", "--host", "127.0.0.1", "--port", str(_free_port()), "--no-browser"]
+    argv += ["--config", "examples/langgraph.json", *([] if reload else ["--no-reload"])]
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            argv, cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"langgraph dev kept running with a store that cannot start:\n{log.read_text()[-3000:]}")
+        output = log.read_text(errors="replace")
+        assert code != 0, output[-3000:]
+        error_lines = [line for line in output.splitlines() if says in line and "mongostore" in line]
+        assert error_lines, output[-3000:]
+        if reload:  # the last line says why langgraph dev stopped
+            assert output.rstrip().splitlines()[-1].startswith("mongostore: error: "), output[-1000:]
+            assert says in output.rstrip().splitlines()[-1]
+        # Nothing of it is left running: the server child, the reloader, the resource tracker.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("a process of langgraph dev is still running after it exited")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=10)

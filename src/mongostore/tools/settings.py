@@ -49,6 +49,7 @@ __all__ = [
     "ServerUnreachableError",
     "StoreSettings",
     "check_field_path",
+    "check_local_dir",
     "probe_server",
     "redact_uri",
     "resolve_embeddings",
@@ -327,6 +328,36 @@ class StoreSettings:
             return cls.in_memory(**options)
         ms = int(timeout * 1000)
         return cls.from_conn_string(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, **options)
+
+
+def check_local_dir(directory: Path, how: str) -> None:
+    """Refuse a local store directory this process cannot use, before the store opens, naming it and
+    ``how`` to give another (``ConfigurationError``): a file, a path through a file, a directory it may
+    not write (it is made when missing). What only trying can tell, the store's open reports."""
+    probe = directory
+    while not probe.exists() and probe.parent != probe:  # the nearest that exists: where it is made
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == directory else f"cannot be made: {probe} is a file"
+        raise ConfigurationError(
+            f"the local store's directory {directory} {where}, not a directory: give a directory with {how} "
+            "(it is made if missing)"
+        )
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        what = "write in it" if probe == directory else f"make it in {probe}"
+        raise ConfigurationError(
+            f"the local store's directory {directory} is not usable: no permission to {what}; "
+            f"give another directory with {how}"
+        )
+
+
+def local_dir_error(directory: Path, how: str, exc: OSError) -> ConfigurationError:
+    """``check_local_dir``'s error for what only opening the store found (``exc``), in one line."""
+    reason = exc.strerror or _one_line(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(directory) else ""
+    return ConfigurationError(
+        f"cannot use the local store's directory {directory}: {reason}{where}; give another directory with {how}"
+    )
 
 
 def _timeout(env: Mapping[str, str]) -> float:
