@@ -15,7 +15,17 @@ from typing import Any
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.settings import ENV_DB, IN_MEMORY_URI, StoreSettings, probe_server, split_fields
+from mongostore.tools.settings import (
+    ENV_DATA_DIR,
+    ENV_DB,
+    IN_MEMORY_URI,
+    LOCAL_SCHEME,
+    ServerUnreachableError,
+    StoreSettings,
+    local_dir_error,
+    probe_server,
+    split_fields,
+)
 
 
 @dataclass
@@ -102,35 +112,62 @@ PER_OPERATION_COMMANDS = frozenset({"export", "import", "demo"})
 
 @contextmanager
 def _open(
-    settings: StoreSettings, timeout: float, warn: Callable[[str], None], *, whole_command: bool = True
+    settings: StoreSettings,
+    timeout: float,
+    warn: Callable[[str], None],
+    *,
+    whole_command: bool = True,
+    resolved: tuple[Any, str] | None = None,
 ) -> Iterator[tuple[MongoStore, str, float | None]]:
-    """The store, the embedder's description, and the local store's load time in seconds."""
-    index, description = settings.index()
+    """The store, the embedder's description, and the local store's load time in seconds
+    (``resolved``: ``settings.index()``, when the caller checked it already)."""
+    index, description = resolved if resolved is not None else settings.index()
     if not settings.embedded:
         assert settings.uri is not None
         note = probe_server(settings.uri, timeout)
         if note:
             warn(note)
-    with settings.open(MongoStore, timeout, index=index) as store:
-        if not settings.local:
-            if settings.in_memory:
-                store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
-            yield store, description, None
-            return
-        engine = store.collection.engine
-        engine.on_wait = warn
-        # The whole command is one transaction: other commands wait, nothing is lost.
-        started = time.perf_counter()
-        with engine.transaction() if whole_command else contextlib.nullcontext():
-            with engine.transaction():  # the first one reads the file: its load time is measured
-                names = store.collection.database.list_collection_names()
-                wanted = [store.collection.name]
-                if store.vectors_collection is not None:
-                    wanted.append(store.vectors_collection.name)
-                loaded = time.perf_counter() - started
-                if any(name not in names for name in wanted):
-                    store.setup()  # a new store (or a first index): indexes, as on a set-up server
-            yield store, description, loaded
+    with contextlib.ExitStack() as stack:
+        try:
+            store: MongoStore = stack.enter_context(settings.open(MongoStore, timeout, index=index))
+            loaded = _first_read(stack, store, settings, warn, whole_command)
+        except OSError as exc:  # what only opening the local store's directory could tell
+            if not settings.local or isinstance(exc, ServerUnreachableError):
+                raise
+            raise local_dir_error(settings.local_dir(), data_dir_option(settings), exc) from exc
+        yield store, description, loaded
+
+
+def _first_read(
+    stack: contextlib.ExitStack, store: MongoStore, settings: StoreSettings, warn: Callable[[str], None], whole: bool
+) -> float | None:
+    """Give a new store its indexes; on the local store, hold its lock for the command when ``whole``
+    (on ``stack``), and return the seconds its file took to load."""
+    if not settings.local:
+        if settings.in_memory:
+            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+        return None
+    engine = store.collection.engine
+    engine.on_wait = warn
+    started = time.perf_counter()
+    if whole:  # the whole command is one transaction: other commands wait, nothing is lost
+        stack.enter_context(engine.transaction())
+    with engine.transaction():  # the first one reads the file: its load time is measured
+        names = store.collection.database.list_collection_names()
+        wanted = [store.collection.name]
+        if store.vectors_collection is not None:
+            wanted.append(store.vectors_collection.name)
+        loaded = time.perf_counter() - started
+        if any(name not in names for name in wanted):
+            store.setup()  # a new store (or a first index): indexes, as on a set-up server
+    return loaded
+
+
+def data_dir_option(settings: StoreSettings) -> str:
+    """How the local store's directory was chosen, to say how to give another one."""
+    if settings.uri is not None and settings.uri.startswith(LOCAL_SCHEME) and len(settings.uri) > len(LOCAL_SCHEME):
+        return f"--uri {LOCAL_SCHEME}/other/dir"
+    return f"--data-dir or {ENV_DATA_DIR}"
 
 
 def _empty_hint(ctx: Ctx) -> str:
@@ -139,8 +176,12 @@ def _empty_hint(ctx: Ctx) -> str:
 
 
 def _default_dir_text() -> str:
+    """Where the local store lives by default, as ``--help`` says it: ``$MONGOSTORE_DATA_DIR``, then
+    (on Linux and other Unixes) ``$XDG_DATA_HOME/mongostore``, then the per-user directory."""
     from mongostore.drivers.embedded.paths import default_data_dir
 
     home = str(Path.home())
     text = str(default_data_dir({}))
-    return "~" + text[len(home) :] if text.startswith(home) else text
+    text = "~" + text[len(home) :] if text.startswith(home) else text
+    xdg = "" if sys.platform in ("win32", "darwin") else "$XDG_DATA_HOME/mongostore, else "
+    return f"${ENV_DATA_DIR}, else {xdg}{text}"
