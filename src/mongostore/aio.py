@@ -164,6 +164,8 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
     ) -> None:
         namespace = as_namespace(namespace)
         _validate_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
+        if ttl is None and self._default_for_none() is not None:
+            ttl = NOT_PROVIDED  # sized with its TTL fields here, as the batch will write it
         op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
         if self._index is not None and isinstance(op, _plan.SizedPut):  # too big with its text hashes: fail here
             value = cast("dict[str, Any]", op.value)

@@ -276,6 +276,8 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
         embeddings, dims = AtlasEmbeddings(auto.model), auto.dims
     elif (local := _local_embedder(opts.embed, opts.dims)) is not None:
         embeddings, dims = local
+    elif isinstance(opts.embed, str) and ":" not in opts.embed:  # not a name we know, nor provider:model
+        raise _unknown_embedder(opts.embed)
     elif opts.dims is None:
         raise ConfigurationError("index['dims'] is required (the embedder's vector length)")
     else:
@@ -320,6 +322,19 @@ def _local_embedder(embed: Any, dims: int | None) -> tuple[Embeddings, int] | No
     return None if resolved is None else (resolved[0], resolved[1])
 
 
+def _unknown_embedder(name: str) -> ConfigurationError:
+    """``embed="minlm"``: said as the CLI says it, not as a missing ``dims`` or a missing langchain."""
+    from mongostore.tools.embeddings import unknown_embedder
+
+    error = unknown_embedder(
+        name,
+        "'minilm' or 'hashing' (offline), a LangChain provider string such as "
+        "'openai:text-embedding-3-small' (with index['dims']), 'atlas:<voyage model>', "
+        "or an Embeddings object or function",
+    )
+    return ConfigurationError(f"index['embed']: {error}")
+
+
 def _auto_model(embed: Any) -> str | None:
     """The Voyage model of ``embed="atlas:<model>"`` or of langchain-mongodb's ``AutoEmbeddings``."""
     if isinstance(embed, str) and embed.startswith("atlas:"):
@@ -334,13 +349,20 @@ MAX_TTL_MINUTES = 1000 * 365.25 * 24 * 60
 
 
 class TTLSettings(BaseModel):
-    """Validated TTL settings; every duration in minutes."""
+    """Validated TTL settings; every duration in minutes.
+
+    ``default_for_none`` (ours): a put with ``ttl=None`` gets ``default_ttl`` too, not only one that
+    leaves ``ttl`` out. LangGraph's rule (off by default) reads ``ttl=None`` as "never expires", but
+    the Agent Server's ``/store`` API and a graph's ``PutOp`` can only say "no ttl given" as ``None``;
+    the Agent Server factory turns it on (docs/decisions.md, "A default TTL and puts that say nothing").
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
     refresh_on_read: bool = True
     omit_expired: bool = False
+    default_for_none: bool = False
     sweep_interval_minutes: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
 
 

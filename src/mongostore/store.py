@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Self
 
-from langgraph.store.base import BaseStore, IndexConfig, Op, Result, TTLConfig
+from langgraph.store.base import BaseStore, IndexConfig, Op, PutOp, Result, TTLConfig
 from pymongo import MongoClient
 from pymongo.driver_info import DriverInfo
 
@@ -95,7 +95,26 @@ class _StoreBase:
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
+    def _default_for_none(self) -> float | None:
+        """``default_ttl`` when ``ttl_config`` says a put with ``ttl=None`` gets it (read live)."""
+        config: Mapping[str, Any] = self.ttl_config or {}
+        return config.get("default_ttl") if config.get("default_for_none") else None
+
+    def _with_default_ttl(self, ops: list[Op]) -> list[Op]:
+        """``ops`` with ``default_ttl`` on each put of a value whose ``ttl`` is None, under
+        ``default_for_none`` (a delete keeps None; the put is checked again, with its TTL fields)."""
+        default = self._default_for_none()
+        if default is None:
+            return ops
+        return [
+            PutOp(op.namespace, op.key, op.value, op.index, ttl=default)
+            if isinstance(op, PutOp) and op.value is not None and op.ttl is None
+            else op
+            for op in ops
+        ]
+
     def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
+        ops = self._with_default_ttl(ops)  # errors still go to their callers: they name namespace and key
         # Asked once per store (no I/O on mongomock); behind mongos the plans target shards.
         server: Capabilities = yield ServerInfo()
         ctx = _plan.PlanContext(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.store.base import PutOp
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.errors import ConfigurationError
@@ -126,14 +127,14 @@ async def test_factory_rejects_bad_settings(server_env: None, monkeypatch: pytes
 
 def test_ttl_from_the_environment() -> None:
     assert ttl_from_env({}) is None
-    assert ttl_from_env({"MONGOSTORE_TTL_MINUTES": " 90 "}) == {"default_ttl": 90.0}
+    assert ttl_from_env({"MONGOSTORE_TTL_MINUTES": " 90 "}) == {"default_ttl": 90.0, "default_for_none": True}
     assert ttl_from_env(
         {
             "MONGOSTORE_TTL_MINUTES": "1.5",
             "MONGOSTORE_TTL_REFRESH_ON_READ": "False",
             "MONGOSTORE_TTL_SWEEP_MINUTES": "0.5",
         }
-    ) == {"default_ttl": 1.5, "refresh_on_read": False, "sweep_interval_minutes": 0.5}
+    ) == {"default_ttl": 1.5, "default_for_none": True, "refresh_on_read": False, "sweep_interval_minutes": 0.5}
     assert ttl_from_env({"MONGOSTORE_TTL_REFRESH_ON_READ": "yes"}) == {"refresh_on_read": True}
     for name, raw in (
         ("MONGOSTORE_TTL_MINUTES", "soon"),
@@ -153,21 +154,57 @@ async def test_factory_takes_its_ttl_from_the_environment_and_sweeps_the_local_s
     server_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("MONGOSTORE_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("MONGOSTORE_TTL_MINUTES", "0.002")  # 120 ms
+    monkeypatch.setenv("MONGOSTORE_TTL_MINUTES", "0.01")  # 600 ms: the count below sees it first, even under load
     monkeypatch.setenv("MONGOSTORE_TTL_REFRESH_ON_READ", "false")
     monkeypatch.setenv("MONGOSTORE_TTL_SWEEP_MINUTES", "0.005")  # every 300 ms
     async with make_store() as store:
-        assert store.ttl_config == {"default_ttl": 0.002, "refresh_on_read": False, "sweep_interval_minutes": 0.005}
+        assert store.ttl_config == {
+            "default_ttl": 0.01,
+            "default_for_none": True,
+            "refresh_on_read": False,
+            "sweep_interval_minutes": 0.005,
+        }
         await store.aput(("u", "memories"), "short", {"text": "gone soon"})
-        await store.aput(("u", "memories"), "kept", {"text": "stays"}, ttl=None)
+        await store.aput(("u", "memories"), "kept", {"text": "stays"}, ttl=60)
         assert await store.collection.count_documents({}) == 2
-        for _ in range(100):  # the sweeper (the local store has no TTL monitor) deletes it
+        for _ in range(200):  # the sweeper (the local store has no TTL monitor) deletes it
             await asyncio.sleep(0.05)
             if await store.collection.count_documents({}) == 1:
                 break
         assert [d["key"] for d in await store.collection.find({}, {"key": 1}).to_list()] == ["kept"]
     again = MongoStore.local(tmp_path)
     assert again.get(("u", "memories"), "short") is None and again.get(("u", "memories"), "kept") is not None
+
+
+async def test_factory_gives_the_default_ttl_to_puts_that_say_nothing(
+    server_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Agent Server's ``/store`` API passes ``ttl=None`` when the client gave none (the SDK's
+    ``put_item`` always sends ``"ttl": null``), and a graph's ``PutOp`` has ``ttl=None`` unless it sets
+    one: with ``MONGOSTORE_TTL_MINUTES`` both get the default; an explicit ttl is kept."""
+    monkeypatch.setenv("MONGODB_URI", "mongomock://")
+    monkeypatch.setenv("MONGOSTORE_TTL_MINUTES", "600")
+    async with make_store() as store:
+        await store.aput(("u", "memories"), "api", {"text": "as put_item sends it"}, index=None, ttl=None)
+        await store.aput(("u", "memories"), "unsaid", {"text": "aput without ttl"})
+        await store.aput(("u", "memories"), "own", {"text": "five minutes"}, ttl=5)
+        await store.abatch([PutOp(("u", "memories"), "op", {"text": "as a graph node writes it"})])
+        got = {d["key"]: d.get("ttl_minutes") async for d in store.collection.find({}, {"key": 1, "ttl_minutes": 1})}
+        assert got == {"api": 600, "unsaid": 600, "own": 5, "op": 600}
+        assert await store.collection.count_documents({"expires_at": {"$exists": True}}) == 4
+
+
+async def test_the_example_graph_gives_its_memories_the_stores_default_ttl(tmp_path: Path) -> None:
+    """The graph writes memories as ``PutOp`` s (one batch, one embedding call): it gives them the store's
+    ``default_ttl`` itself, as ``aput`` would, so they expire on any store with a default, ours or not."""
+    from mongostore.tools.demo import build_graph
+
+    index = {"dims": 64, "embed": HashingEmbeddings(64), "fields": ["text"]}
+    async with AsyncMongoStore.in_memory(index=index, ttl={"default_ttl": 30}) as store:
+        graph = build_graph().compile(store=store)
+        await graph.ainvoke({"messages": [{"role": "user", "content": "I like pizza."}]}, context={"user_id": "alice"})
+        docs = await store.collection.find({}, {"key": 1, "ttl_minutes": 1}).to_list()
+        assert docs and all(d.get("ttl_minutes") == 30 for d in docs)
 
 
 async def test_factory_without_ttl_variables_has_no_ttl(server_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -372,13 +409,104 @@ async def test_agent_server_uses_mongostore(langgraph_dev: Server, client: Any) 
     assert "Traceback" not in log and "BlockingError" not in log
 
     if langgraph_dev.data_dir is not None:
-        # A per-item TTL through the SDK (the /store API passes ttl=None when none is given:
-        # never expires, as LangGraph's stores read it); MONGOSTORE_TTL_MINUTES is in the log.
+        # MONGOSTORE_TTL_MINUTES=600 (in the log) reaches what the server writes: an SDK put without
+        # a ttl (the /store API passes ttl=None) and the graph's memories (PutOps) get it; a put's
+        # own ttl is kept.
         await client.store.put_item(["bob"], key="short", value={"text": "brief"}, ttl=5)
+        await client.store.put_item(["bob"], key="plain", value={"text": "no ttl said"})
         assert "mongostore: local store" in log and "TTL: default 600 min" in log
         # The items are in the local store's file, where the CLI reads them.
         local = MongoStore.local(langgraph_dev.data_dir)
         texts = sorted(i.value["text"] for i in local.search(("alice",), limit=10))
         assert texts == ["I work as a nurse", "My sister lives in Lisbon"]
-        stored = local.collection.find_one({"key": "short"})
-        assert stored is not None and stored["ttl_minutes"] == 5 and "expires_at" in stored
+        ttls = {d["key"]: d.get("ttl_minutes") for d in local.collection.find({}, {"key": 1, "ttl_minutes": 1})}
+        assert ttls["short"] == 5 and ttls["plain"] == 600
+        memories = [k for k in ttls if k not in ("short", "plain")]
+        assert len(memories) == 2 and all(ttls[k] == 600 for k in memories)
+        assert local.collection.count_documents({"expires_at": {"$exists": True}}) == 4
+
+
+# --------------------------------------------------------------------------- langgraph dev stops on a bad store
+
+
+#: Each case: the variable, its value, what the one line says, and whether langgraph dev reloads.
+FAILING_STARTS = [
+    pytest.param(
+        "MONGODB_URI",
+        "mongodb://127.0.0.1:1/",
+        "cannot connect to MongoDB at 127.0.0.1:1",
+        True,
+        id="reload-unreachable",
+    ),
+    pytest.param(
+        "MONGOSTORE_TTL_MINUTES",
+        "a week",
+        "MONGOSTORE_TTL_MINUTES must be a number of minutes",
+        True,
+        id="reload-bad-ttl",
+    ),
+    pytest.param("MONGOSTORE_DATA_DIR", "FILE", "is a file, not a directory", False, id="no-reload-data-dir-is-a-file"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "value", "says", "reload"), FAILING_STARTS)
+def test_langgraph_dev_exits_when_the_store_cannot_start(
+    tmp_path: Path, name: str, value: str, says: str, reload: bool
+) -> None:
+    """``langgraph dev`` (reload mode, the default: uvicorn's reloader runs the server in a child and
+    outlives it) must end, with a failure status and the one line, when the store cannot start."""
+    cli = _langgraph_cli()
+    if cli is None or not _has_inmem_server():
+        pytest.skip("needs the Agent Server: pip install 'langgraph-cli[inmem]==0.4.40' (langgraph-api, langgraph_sdk)")
+    workdir = tmp_path / "root"  # watched by the reloader: the log goes beside it, not in it
+    workdir.mkdir()
+    shutil.copytree(EXAMPLES, workdir / "examples", ignore=shutil.ignore_patterns(".langgraph_api", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOSTORE_", "LANGSMITH_", "LANGCHAIN_"))}
+    env.pop("MONGODB_URI", None)
+    env.update(
+        MONGOSTORE_DATA_DIR=str(tmp_path / "data"),
+        MONGOSTORE_EMBED="hashing",
+        LANGSMITH_TRACING="false",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",
+        PYTHONUNBUFFERED="1",
+    )
+    if value == "FILE":
+        value = str(tmp_path / "a-file")
+        Path(value).write_text("not a directory")
+    env[name] = value
+    argv = [cli, "dev", "--host", "127.0.0.1", "--port", str(_free_port()), "--no-browser"]
+    argv += ["--config", "examples/langgraph.json", *([] if reload else ["--no-reload"])]
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            argv, cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"langgraph dev kept running with a store that cannot start:\n{log.read_text()[-3000:]}")
+        output = log.read_text(errors="replace")
+        assert code != 0, output[-3000:]
+        error_lines = [line for line in output.splitlines() if says in line and "mongostore" in line]
+        assert error_lines, output[-3000:]
+        if reload:  # the last line says why langgraph dev stopped
+            assert output.rstrip().splitlines()[-1].startswith("mongostore: error: "), output[-1000:]
+            assert says in output.rstrip().splitlines()[-1]
+        # Nothing of it is left running: the server child, the reloader, the resource tracker.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("a process of langgraph dev is still running after it exited")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=10)

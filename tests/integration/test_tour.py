@@ -158,11 +158,24 @@ def check_for(command: str) -> Check:
     return CHECKS[max(matches, key=len)]
 
 
+def git(work: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-c", "user.name=tour", "-c", "user.email=tour@example.com", *args],
+        cwd=work, capture_output=True, text=True, timeout=60, check=True,
+    )
+    return proc.stdout
+
+
 def test_the_five_minute_tour_without_a_server(tmp_path: Path) -> None:
     commands = tour_commands()
     assert len(commands) >= 10 and commands[0] == "mongostore demo"
+    # "From the repository root": a repository with the project's .gitignore, to see what the tour leaves.
     work = tmp_path / "work"
     work.mkdir()
+    (work / ".gitignore").write_text((ROOT / ".gitignore").read_text(encoding="utf-8"), encoding="utf-8")
+    git(work, "init", "-q")
+    git(work, "add", ".gitignore")
+    git(work, "commit", "-q", "-m", "the repository")
     env = env_for(tmp_path)
     for command in commands:
         argv = [sys.executable, "-m", "mongostore", *shlex.split(command)[1:]]
@@ -175,6 +188,8 @@ def test_the_five_minute_tour_without_a_server(tmp_path: Path) -> None:
     )
     ok(final)
     assert sorted(i["key"] for i in json.loads(final.stdout)["items"]) == ["hike", "pizza"]
+    # The tour leaves nothing untracked in the repository (its files are ignored, like the venv).
+    assert git(work, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 def test_the_readme_python_snippet_without_a_server(tmp_path: Path) -> None:

@@ -113,6 +113,27 @@ async def test_ops_given_to_batch_use_their_own_ttl(make_store: MakeStore) -> No
     assert (await raw_doc(api, "own"))["ttl_minutes"] == 3.0
 
 
+async def test_default_for_none_gives_the_default_to_puts_that_say_nothing(make_store: MakeStore) -> None:
+    """``default_for_none`` (the Agent Server factory's rule): ``ttl=None`` and a ``PutOp`` without a
+    ttl get ``default_ttl``, as a put that leaves ``ttl`` out does; an explicit ttl and deletes are kept."""
+    api = await make_store(ttl={"default_ttl": 10, "default_for_none": True})
+    await api.put(("t",), "none", {"v": 1}, ttl=None)  # what the Agent Server's /store API passes
+    await api.put(("t",), "unsaid", {"v": 1})
+    await api.put(("t",), "own", {"v": 1}, ttl=3)
+    await api.batch([PutOp(("t",), "raw", {"v": 1}), PutOp(("t",), "gone", {"v": 1})])  # a graph's ops
+    await api.batch([PutOp(("t",), "gone", None)])
+    for key in ("none", "unsaid", "raw"):
+        doc = await raw_doc(api, key)
+        assert doc["ttl_minutes"] == 10.0, key
+        assert utc(doc["expires_at"]) - utc(doc["updated_at"]) == timedelta(minutes=10)
+    assert (await raw_doc(api, "own"))["ttl_minutes"] == 3.0
+    assert await api.docs(filter={"key": "gone"}) == []
+    # Without a default there is nothing to give; and the rule is read live, as default_ttl is.
+    api.store.ttl_config = {"default_ttl": 10}
+    await api.put(("t",), "never", {"v": 1}, ttl=None)
+    assert "expires_at" not in await raw_doc(api, "never")
+
+
 async def test_ttl_index(make_store: MakeStore) -> None:
     api = await make_store()
     info = await maybe_await(api.store.collection.index_information())
@@ -267,6 +288,12 @@ async def test_ttl_config_is_in_minutes_and_validated(cls: type[Any]) -> None:
     coll = mongomock.MongoClient(tz_aware=True)["t"]["c"]
     store = cls(coll, ttl={"default_ttl": 1.5, "sweep_interval_minutes": 2})
     assert store.ttl_config == {"default_ttl": 1.5, "sweep_interval_minutes": 2}
-    for bad in ({"default_ttl": -1}, {"default_ttl": 0}, {"unknown": 1}, {"sweep_interval_minutes": 0}):
+    for bad in (
+        {"default_ttl": -1},
+        {"default_ttl": 0},
+        {"unknown": 1},
+        {"sweep_interval_minutes": 0},
+        {"default_for_none": "sometimes"},
+    ):
         with pytest.raises(ConfigurationError):
             cls(coll, ttl=bad)

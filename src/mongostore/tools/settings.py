@@ -27,6 +27,7 @@ from mongostore.tools.embeddings import (
     MiniLMEmbeddings,
     default_embeddings,
     local_embedder,
+    unknown_embedder,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "ServerUnreachableError",
     "StoreSettings",
     "check_field_path",
+    "check_local_dir",
     "probe_server",
     "redact_uri",
     "resolve_embeddings",
@@ -162,9 +164,8 @@ def resolve_embeddings(spec: str | None, dims: int | None = None) -> tuple[Embed
     if (local := local_embedder(lowered, dims)) is not None:
         return local
     if ":" not in name:
-        raise ConfigurationError(
-            f"unknown embedder {name!r}: use minilm, hashing, none, or a LangChain provider string "
-            "such as openai:text-embedding-3-small"
+        raise unknown_embedder(
+            name, "minilm, hashing, none, or a LangChain provider string such as openai:text-embedding-3-small"
         )
     provider_dims = dims or KNOWN_DIMS.get(lowered)
     if provider_dims is None:
@@ -329,6 +330,36 @@ class StoreSettings:
         return cls.from_conn_string(self.uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, **options)
 
 
+def check_local_dir(directory: Path, how: str) -> None:
+    """Refuse a local store directory this process cannot use, before the store opens, naming it and
+    ``how`` to give another (``ConfigurationError``): a file, a path through a file, a directory it may
+    not write (it is made when missing). What only trying can tell, the store's open reports."""
+    probe = directory
+    while not probe.exists() and probe.parent != probe:  # the nearest that exists: where it is made
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == directory else f"cannot be made: {probe} is a file"
+        raise ConfigurationError(
+            f"the local store's directory {directory} {where}, not a directory: give a directory with {how} "
+            "(it is made if missing)"
+        )
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        what = "write in it" if probe == directory else f"make it in {probe}"
+        raise ConfigurationError(
+            f"the local store's directory {directory} is not usable: no permission to {what}; "
+            f"give another directory with {how}"
+        )
+
+
+def local_dir_error(directory: Path, how: str, exc: OSError) -> ConfigurationError:
+    """``check_local_dir``'s error for what only opening the store found (``exc``), in one line."""
+    reason = exc.strerror or _one_line(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(directory) else ""
+    return ConfigurationError(
+        f"cannot use the local store's directory {directory}: {reason}{where}; give another directory with {how}"
+    )
+
+
 def _timeout(env: Mapping[str, str]) -> float:
     raw = _env(env, ENV_TIMEOUT)
     return _positive(raw, ENV_TIMEOUT, sys.float_info.max, "a positive number of seconds") if raw else DEFAULT_TIMEOUT
@@ -352,8 +383,9 @@ _MINUTES = f"a number of minutes > 0 (at most {MAX_TTL_MINUTES:.0f}, 1,000 years
 
 
 def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
-    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``), ``..._REFRESH_ON_READ``
-    and ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
+    """The store's ``ttl=`` from ``MONGOSTORE_TTL_MINUTES`` (``default_ttl``, with ``default_for_none``:
+    every put that gives no ttl gets it, ``ttl=None`` included), ``..._REFRESH_ON_READ`` and
+    ``..._SWEEP_MINUTES`` (docs/cli.md); None when none is set. Each is checked here, by name."""
     env = os.environ if environ is None else environ
     minutes = _env(env, ENV_TTL_MINUTES)
     refresh = _env(env, ENV_TTL_REFRESH_ON_READ).lower()
@@ -363,6 +395,9 @@ def ttl_from_env(environ: Mapping[str, str] | None = None) -> TTLConfig | None:
     config: dict[str, Any] = {}
     if minutes:
         config["default_ttl"] = _positive(minutes, ENV_TTL_MINUTES, MAX_TTL_MINUTES, _MINUTES)
+        # The server's /store API sends ttl=None for "no ttl given", and a graph's PutOp has no other
+        # way to say it: the default applies to them (docs/decisions.md, "A default TTL and puts ...").
+        config["default_for_none"] = True
     if refresh:
         if refresh not in _TRUE | _FALSE:
             raise ConfigurationError(f"{ENV_TTL_REFRESH_ON_READ} must be true or false, got {refresh!r}")

@@ -124,12 +124,7 @@ class LocalDB:
         return state
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RuntimeError(
-                f"cannot create the local store directory {self.directory}: {exc.strerror or exc}"
-            ) from None
+        self.directory.mkdir(parents=True, exist_ok=True)  # an OSError names the directory
         try:
             conn = sqlite3.connect(self.path, timeout=LOCK_WAIT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import time
@@ -200,15 +201,20 @@ def parse_reindex_token(token: str) -> str:
     return value
 
 
+def check_reindex(a: argparse.Namespace) -> None:
+    """``reindex``'s prefix, ``--batch-size`` and ``--after``, before the store opens."""
+    if a.batch_size < 1:
+        raise CLIError(f"--batch-size must be at least 1, got {a.batch_size}")
+    a.prefix_ns = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
+    a.after_id = parse_reindex_token(a.after) if a.after else None
+
+
 def cmd_reindex(ctx: Ctx) -> int:
     a = ctx.args
     store = ctx.store
     if store.vectors_collection is None or store.index_config is None:
         raise CLIError("reindex needs an index: choose an embedder with --embed or MONGOSTORE_EMBED")
-    if a.batch_size < 1:
-        raise CLIError(f"--batch-size must be at least 1, got {a.batch_size}")
-    prefix = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
-    after = parse_reindex_token(a.after) if a.after else None
+    prefix, after = a.prefix_ns, a.after_id
     store.setup()  # the vector index must match the current dims before vectors are written
     now = datetime.now(timezone.utc)
     clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]

@@ -19,10 +19,17 @@ from pymongo.errors import PyMongoError, ServerSelectionTimeoutError
 
 from mongostore.errors import MongoStoreError, WriteError
 from mongostore.store import MongoStore
-from mongostore.tools.cli.connect import Ctx, _open, _settings
+from mongostore.tools.cli.connect import Ctx, _open, _settings, data_dir_option
 from mongostore.tools.cli.output import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CLIError, dumps
 from mongostore.tools.cli.parser import _UsageError, build_parser
-from mongostore.tools.settings import ENV_URI, ServerUnreachableError, StoreSettings, _one_line, redact_uri
+from mongostore.tools.settings import (
+    ENV_URI,
+    ServerUnreachableError,
+    StoreSettings,
+    _one_line,
+    check_local_dir,
+    redact_uri,
+)
 
 __all__ = ["main"]
 
@@ -104,11 +111,16 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
     try:
         settings = _settings(args)
         progress = not args.no_progress
+        if (check := getattr(args, "check", None)) is not None:
+            check(args)  # the command's own arguments, before any store opens
         if store is not None:
             index = store.index_config
             embedder = f"{index.get('embed')!r} ({index.get('dims')} dims)" if index else "none: semantic search is off"
             ctx = Ctx(args, store, settings, embedder, args.json, progress, injected=True)
             return int(args.func(ctx))
+        resolved = settings.index()  # the embedder, before the store opens
+        if settings.local:
+            check_local_dir(settings.local_dir(), data_dir_option(settings))
         if args.command != "demo":
             if settings.local:
                 if args.command not in ("doctor", "setup"):  # they name the file themselves, once
@@ -118,9 +130,8 @@ def _run(args: argparse.Namespace, store: MongoStore | None) -> int:
                     "using the embedded in-memory store (mongomock): it starts empty and is lost when this "
                     "command exits; leave out --uri for the local store, or set it to a real server"
                 )
-        if args.command == "put" and args.value == "-":
-            args.stdin_value = sys.stdin.read()
-        with _open(settings, args.timeout, _note) as (opened, description):
+        opening = _open(settings, args.timeout, _note, resolved=resolved)
+        with opening as (opened, description):
             ctx = Ctx(args, opened, settings, description, args.json, progress)
             return int(args.func(ctx))
     except CLIError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -13,7 +14,17 @@ from typing import Any
 
 from mongostore.store import MongoStore
 from mongostore.tools.cli.output import PROG, CLIError, dumps
-from mongostore.tools.settings import ENV_DB, IN_MEMORY_URI, StoreSettings, probe_server, split_fields
+from mongostore.tools.settings import (
+    ENV_DATA_DIR,
+    ENV_DB,
+    IN_MEMORY_URI,
+    LOCAL_SCHEME,
+    ServerUnreachableError,
+    StoreSettings,
+    local_dir_error,
+    probe_server,
+    split_fields,
+)
 
 
 @dataclass
@@ -91,27 +102,52 @@ def _settings(args: argparse.Namespace) -> StoreSettings:
 
 
 @contextmanager
-def _open(settings: StoreSettings, timeout: float, warn: Callable[[str], None]) -> Iterator[tuple[MongoStore, str]]:
-    """The store and the embedder's description. Each operation on the local store is a SQLite
-    transaction of its own, as a server isolates each one (``export | import -`` in two processes works)."""
-    index, description = settings.index()
+def _open(
+    settings: StoreSettings,
+    timeout: float,
+    warn: Callable[[str], None],
+    *,
+    resolved: tuple[Any, str] | None = None,
+) -> Iterator[tuple[MongoStore, str]]:
+    """The store and the embedder's description (``resolved``: ``settings.index()``, when the caller checked
+    it already). Each operation on the local store is a SQLite transaction of its own, as a server isolates
+    each one (``export | import -`` in two processes works)."""
+    index, description = resolved if resolved is not None else settings.index()
     if not settings.embedded:
         assert settings.uri is not None
         note = probe_server(settings.uri, timeout)
         if note:
             warn(note)
-    with settings.open(MongoStore, timeout, index=index) as store:
-        if settings.in_memory:
-            store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
-        elif settings.local:
-            store.collection.engine.on_wait = warn
-            names = store.collection.database.list_collection_names()
-            wanted = [store.collection.name]
-            if store.vectors_collection is not None:
-                wanted.append(store.vectors_collection.name)
-            if any(name not in names for name in wanted):
-                store.setup()  # a new store (or a first index): indexes, as on a set-up server
+    with contextlib.ExitStack() as stack:
+        try:
+            store: MongoStore = stack.enter_context(settings.open(MongoStore, timeout, index=index))
+            _first_read(store, settings, warn)
+        except OSError as exc:  # what only opening the local store's directory could tell
+            if not settings.local or isinstance(exc, ServerUnreachableError):
+                raise
+            raise local_dir_error(settings.local_dir(), data_dir_option(settings), exc) from exc
         yield store, description
+
+
+def _first_read(store: MongoStore, settings: StoreSettings, warn: Callable[[str], None]) -> None:
+    """Give a new store its indexes, as on a set-up server."""
+    if settings.in_memory:
+        store.setup()  # a fresh, empty store: give it its indexes so it behaves like a set-up one
+    elif settings.local:
+        store.collection.engine.on_wait = warn
+        names = store.collection.database.list_collection_names()
+        wanted = [store.collection.name]
+        if store.vectors_collection is not None:
+            wanted.append(store.vectors_collection.name)
+        if any(name not in names for name in wanted):
+            store.setup()  # a new store (or a first index)
+
+
+def data_dir_option(settings: StoreSettings) -> str:
+    """How the local store's directory was chosen, to say how to give another one."""
+    if settings.uri is not None and settings.uri.startswith(LOCAL_SCHEME) and len(settings.uri) > len(LOCAL_SCHEME):
+        return f"--uri {LOCAL_SCHEME}/other/dir"
+    return f"--data-dir or {ENV_DATA_DIR}"
 
 
 def _empty_hint(ctx: Ctx) -> str:
@@ -120,8 +156,12 @@ def _empty_hint(ctx: Ctx) -> str:
 
 
 def _default_dir_text() -> str:
+    """Where the local store lives by default, as ``--help`` says it: ``$MONGOSTORE_DATA_DIR``, then
+    (on Linux and other Unixes) ``$XDG_DATA_HOME/mongostore``, then the per-user directory."""
     from mongostore.drivers.embedded.paths import default_data_dir
 
     home = str(Path.home())
     text = str(default_data_dir({}))
-    return "~" + text[len(home) :] if text.startswith(home) else text
+    text = "~" + text[len(home) :] if text.startswith(home) else text
+    xdg = "" if sys.platform in ("win32", "darwin") else "$XDG_DATA_HOME/mongostore, else "
+    return f"${ENV_DATA_DIR}, else {xdg}{text}"

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
-from langgraph.store.base import NOT_PROVIDED, get_text_at_path, tokenize_path
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    GetOp,
+    PutOp,
+    SearchOp,
+    _validate_namespace,
+    get_text_at_path,
+    tokenize_path,
+)
 
 from mongostore.config import MAX_TTL_MINUTES
+from mongostore.core.codec import as_utc, item_id
+from mongostore.core.plan import check_op
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
     EXIT_NOT_FOUND,
@@ -28,9 +40,9 @@ from mongostore.tools.cli.output import (
 from mongostore.tools.settings import _one_line, split_fields
 
 
-def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
+def _read_json_arg(text: str, what: str) -> Any:
     if text == "-":
-        text = stdin_text if stdin_text is not None else sys.stdin.read()
+        text = sys.stdin.read()
     try:
         return loads_json(text)
     except _NotFinite as exc:
@@ -39,10 +51,12 @@ def _read_json_arg(text: str, what: str, stdin_text: str | None = None) -> Any:
         raise CLIError(f"{what} is not valid JSON: {_one_line(exc)}") from None
 
 
-def cmd_put(ctx: Ctx) -> int:
-    a = ctx.args
-    namespace = parse_namespace(a.namespace)
-    value = _read_json_arg(a.value, "the value", getattr(a, "stdin_value", None))
+def check_put(a: argparse.Namespace) -> None:
+    """``put``'s arguments, checked as the store checks a put, before the store opens: the namespace
+    (LangGraph's rules), the value (JSON, an object, what BSON stores), ``--ttl``, ``--index``.
+    ``-`` reads stdin here, before the local store's lock: the writer of a pipe may hold it."""
+    a.ns = parse_namespace(a.namespace)
+    value = _read_json_arg(a.value, "the value")
     if not isinstance(value, dict):
         raise CLIError(f'the value must be a JSON object, got {type(value).__name__}: e.g. \'{{"text": "hi"}}\'')
     index: Any = None
@@ -50,7 +64,16 @@ def cmd_put(ctx: Ctx) -> int:
         index = False
     elif a.index is not None:
         index = list(split_fields(a.index, "--index"))
-    ttl = NOT_PROVIDED if a.ttl is None else _check_ttl(a.ttl, "--ttl")
+    ttl = None if a.ttl is None else _check_ttl(a.ttl, "--ttl")
+    _validate_namespace(a.ns)  # put()'s own rules: not empty, not rooted at "langgraph"
+    check_op(PutOp(a.ns, a.key, value, index, ttl=ttl))  # labels, key, value, size: InvalidValueError
+    a.put = (value, index, NOT_PROVIDED if ttl is None else ttl)
+
+
+def cmd_put(ctx: Ctx) -> int:
+    a = ctx.args
+    namespace = a.ns
+    value, index, ttl = a.put
     ctx.store.put(namespace, a.key, value, index=index, ttl=ttl)
     _note_unembedded(ctx, value, index)
     if ctx.json:
@@ -83,21 +106,54 @@ def _check_ttl(ttl: Any, what: str) -> float:
     return float(ttl)
 
 
+def check_item(a: argparse.Namespace) -> None:
+    """``get`` and ``rm``: the namespace and key, checked before the store opens."""
+    a.ns = parse_namespace(a.namespace)
+    check_op(GetOp(a.ns, a.key))
+
+
 def cmd_get(ctx: Ctx) -> int:
-    namespace = parse_namespace(ctx.args.namespace)
-    item = ctx.store.get(namespace, ctx.args.key)
+    namespace = ctx.args.ns
+    # Looking at an item does not extend its life: no TTL refresh, so the expiry shown is the item's.
+    item = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False)
     if item is None:
         raise _not_found(ctx, namespace)
+    ttl, expires_at = _item_ttl(ctx, namespace, ctx.args.key)
     if ctx.json:
-        ctx.emit({"item": _item_json(item)})
+        ctx.emit({"item": {**_item_json(item), "ttl": ttl, "expires_at": _iso(expires_at)}})
         return EXIT_OK
     ctx.print(f"namespace   {format_namespace(item.namespace)}")
     ctx.print(f"key         {item.key}")
     ctx.print(f"created_at  {_iso(item.created_at)}")
     ctx.print(f"updated_at  {_iso(item.updated_at)}")
+    if ttl is None or expires_at is None:
+        ctx.print("ttl         none: never expires")
+    else:
+        ctx.print(f"ttl         {ttl:g} min (each read that refreshes the TTL pushes the expiry this far ahead)")
+        ctx.print(f"expires_at  {_iso(expires_at)} ({_from_now(expires_at)})")
     ctx.print("value")
     ctx.print(dumps(item.value, indent=2))
     return EXIT_OK
+
+
+def _item_ttl(ctx: Ctx, namespace: tuple[str, ...], key: str) -> tuple[float | None, datetime | None]:
+    """The item's TTL in minutes and its expiry, as stored (an ``Item`` carries neither)."""
+    doc = ctx.store.collection.find_one({"_id": item_id(namespace, key)}, {"ttl_minutes": 1, "expires_at": 1})
+    if doc is None or doc.get("expires_at") is None:
+        return None, None
+    minutes = doc.get("ttl_minutes")
+    return (float(minutes) if minutes is not None else None), as_utc(doc["expires_at"])
+
+
+def _from_now(when: datetime) -> str:
+    seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    if seconds <= 0:
+        return "expired: it is deleted at the next TTL sweep and no longer listed"
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            amount = seconds / size
+            return f"in {amount:.1f} {unit}{'s' if unit == 'day' and amount >= 2 else ''}"
+    return f"in {seconds:.0f} s"
 
 
 def _not_found(ctx: Ctx, namespace: tuple[str, ...], hint: str = "") -> CLIError:
@@ -106,7 +162,7 @@ def _not_found(ctx: Ctx, namespace: tuple[str, ...], hint: str = "") -> CLIError
 
 
 def cmd_rm(ctx: Ctx) -> int:
-    namespace = parse_namespace(ctx.args.namespace)
+    namespace = ctx.args.ns
     existed = ctx.store.get(namespace, ctx.args.key, refresh_ttl=False) is not None
     if not existed and not ctx.args.force:
         raise _not_found(ctx, namespace, " (--force ignores this)")
@@ -119,10 +175,10 @@ def cmd_rm(ctx: Ctx) -> int:
     return EXIT_OK
 
 
-def cmd_search(ctx: Ctx) -> int:
-    a = ctx.args
-    prefix = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
-    filt: dict[str, Any] | None = None
+def check_search(a: argparse.Namespace) -> None:
+    """``search``'s prefix and ``--filter`` (JSON, an object, operators the store takes), before the store opens."""
+    a.prefix_ns = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
+    a.filter_obj = None
     if a.filter:
         try:
             parsed = json.loads(a.filter)
@@ -130,7 +186,13 @@ def cmd_search(ctx: Ctx) -> int:
             raise CLIError(f"--filter is not valid JSON: {_one_line(exc)}") from None
         if not isinstance(parsed, dict):
             raise CLIError('--filter must be a JSON object, e.g. \'{"kind": "preference"}\'')
-        filt = parsed
+        a.filter_obj = parsed
+    check_op(SearchOp(a.prefix_ns, a.filter_obj, a.limit, a.offset, a.query or None))  # InvalidFilterError
+
+
+def cmd_search(ctx: Ctx) -> int:
+    a = ctx.args
+    prefix, filt = a.prefix_ns, a.filter_obj
     if a.query and ctx.store.index_config is None:
         ctx.warn("no index configured (--embed none): --query is ignored, results are newest first")
     items = ctx.store.search(prefix, query=a.query or None, filter=filt, limit=a.limit, offset=a.offset)
@@ -151,12 +213,17 @@ def cmd_search(ctx: Ctx) -> int:
     return EXIT_OK
 
 
-def cmd_ls(ctx: Ctx) -> int:
-    a = ctx.args
-    prefix = parse_namespace(a.prefix, what="--prefix", allow_empty=True) if a.prefix else None
-    suffix = parse_namespace(a.suffix, what="--suffix", allow_empty=True) if a.suffix else None
+def check_ls(a: argparse.Namespace) -> None:
+    """``ls``'s ``--prefix``, ``--suffix`` and ``--max-depth``, before the store opens."""
+    a.prefix_ns = parse_namespace(a.prefix, what="--prefix", allow_empty=True) if a.prefix else None
+    a.suffix_ns = parse_namespace(a.suffix, what="--suffix", allow_empty=True) if a.suffix else None
     if a.max_depth is not None and a.max_depth < 1:
         raise CLIError(f"--max-depth must be at least 1, got {a.max_depth}")
+
+
+def cmd_ls(ctx: Ctx) -> int:
+    a = ctx.args
+    prefix, suffix = a.prefix_ns, a.suffix_ns
     found = ctx.store.list_namespaces(
         prefix=prefix or None, suffix=suffix or None, max_depth=a.max_depth, limit=a.limit, offset=a.offset
     )

@@ -8,13 +8,23 @@ from collections.abc import Callable
 from typing import Any
 
 from mongostore import __version__
-from mongostore.tools.cli.admin import cmd_doctor, cmd_reindex, cmd_setup
+from mongostore.tools.cli.admin import check_reindex, cmd_doctor, cmd_reindex, cmd_setup
 from mongostore.tools.cli.connect import DEMO_DB, Ctx, _default_dir_text
-from mongostore.tools.cli.items import cmd_get, cmd_ls, cmd_put, cmd_rm, cmd_search
+from mongostore.tools.cli.items import (
+    check_item,
+    check_ls,
+    check_put,
+    check_search,
+    cmd_get,
+    cmd_ls,
+    cmd_put,
+    cmd_rm,
+    cmd_search,
+)
 from mongostore.tools.cli.output import PROG
-from mongostore.tools.cli.reports import cmd_demo, cmd_report, cmd_stats
-from mongostore.tools.cli.transfer import cmd_export, cmd_import
-from mongostore.tools.settings import DEFAULT_TIMEOUT, ENV_DATA_DIR, ENV_URI
+from mongostore.tools.cli.reports import check_reports, cmd_demo, cmd_report, cmd_stats
+from mongostore.tools.cli.transfer import check_export, check_import, cmd_export, cmd_import
+from mongostore.tools.settings import DEFAULT_TIMEOUT, ENV_URI
 
 
 def _at_least_one(text: str) -> int:
@@ -51,7 +61,7 @@ COMMON_OPTIONS = "--uri --data-dir --db --collection --embed --dims --fields --t
 def _common(parser: argparse.ArgumentParser, *, sub: bool) -> None:
     """Connection, embedding and output options, before or after the command name (shown in
     ``mongostore --help``; each command's ``--help`` names them in one line)."""
-    data_dir = f"the local store's directory, used without a URI (default: ${ENV_DATA_DIR} or {_default_dir_text()})"
+    data_dir = f"the local store's directory, used without a URI (default: {_default_dir_text()})"
     embed = (
         "minilm, hashing, none, or a LangChain provider string like openai:text-embedding-3-small "
         "(default: $MONGOSTORE_EMBED, else minilm when installed, else hashing)"
@@ -117,7 +127,14 @@ def build_parser() -> _Parser:
     _common(parser, sub=False)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def sub(name: str, help_: str, fn: Callable[[Ctx], int], epilog: str = "") -> argparse.ArgumentParser:
+    def sub(
+        name: str,
+        help_: str,
+        fn: Callable[[Ctx], int],
+        epilog: str = "",
+        check: Callable[[argparse.Namespace], None] | None = None,
+    ) -> argparse.ArgumentParser:
+        """A command: ``fn`` runs it on the open store; ``check`` checks its arguments before the store opens."""
         p = subs.add_parser(
             name,
             help=help_,
@@ -126,7 +143,7 @@ def build_parser() -> _Parser:
             + f"Also takes the connection, embedding and output options ({COMMON_OPTIONS}): see `{PROG} --help`.",
         )
         _common(p, sub=True)
-        p.set_defaults(func=fn)
+        p.set_defaults(func=fn, check=check)
         return p
 
     p = sub(
@@ -143,7 +160,11 @@ def build_parser() -> _Parser:
 
     key_help = "the item's key within the namespace (a key starting with - goes after --)"
     p = sub(
-        "put", "store one item (an upsert)", cmd_put, f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'."
+        "put",
+        "store one item (an upsert)",
+        cmd_put,
+        f"A key that starts with -: {PROG} put users.alice -- -k1 '{{}}'.",
+        check_put,
     )
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
     p.add_argument("key", help=key_help)
@@ -153,34 +174,34 @@ def build_parser() -> _Parser:
     grp.add_argument("--no-index", action="store_true", help="do not embed this item")
     grp.add_argument("--index", help="comma-separated fields to embed for this item (instead of --fields)")
 
-    p = sub("get", "show one item", cmd_get)
+    p = sub("get", "show one item, with its TTL and expiry", cmd_get, check=check_item)
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
     p.add_argument("key", help=key_help)
 
-    p = sub("rm", "delete one item (and its vectors)", cmd_rm)
+    p = sub("rm", "delete one item (and its vectors)", cmd_rm, check=check_item)
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
     p.add_argument("key", help=key_help)
     p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
 
-    p = sub("search", "list or semantically search items under a namespace prefix", cmd_search)
+    p = sub("search", "list or semantically search items under a namespace prefix", cmd_search, check=check_search)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-q", "--query", help="natural-language query (semantic search)")
     p.add_argument("--filter", help='JSON filter on value fields, e.g. \'{"kind": "preference"}\'')
     p.add_argument("--limit", type=_at_least_one, default=10, help="at most this many items (default 10)")
     p.add_argument("--offset", type=_positive_int, default=0, help="skip this many items first")
 
-    p = sub("ls", "list namespaces", cmd_ls)
+    p = sub("ls", "list namespaces", cmd_ls, check=check_ls)
     p.add_argument("--prefix", help="only namespaces starting with this (dotted; * matches one label)")
     p.add_argument("--suffix", help="only namespaces ending with this (dotted; * matches one label)")
     p.add_argument("--max-depth", type=_positive_int, help="truncate namespaces to this many labels")
     p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
 
-    p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export)
+    p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export, check=check_export)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-o", "--out", help="file to write (default: stdout)")
 
-    p = sub("import", "read JSON Lines written by export (batched, idempotent upserts)", cmd_import)
+    p = sub("import", "read JSON Lines written by export (batched, idempotent upserts)", cmd_import, check=check_import)
     p.add_argument("file", help="a .jsonl file, or - for stdin")
     p.add_argument("--batch-size", type=_positive_int, default=500, help="lines per write (default 500)")
     stamps = p.add_mutually_exclusive_group()
@@ -199,7 +220,9 @@ def build_parser() -> _Parser:
     )
     p.set_defaults(keep_timestamps=True)
 
-    p = sub("reindex", "re-embed items with the current embedder (batched, resumable)", cmd_reindex)
+    p = sub(
+        "reindex", "re-embed items with the current embedder (batched, resumable)", cmd_reindex, check=check_reindex
+    )
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("--batch-size", type=_positive_int, default=100, help="items per batch (default 100)")
     p.add_argument("--after", help="resume after this checkpoint (printed by an earlier run)")
@@ -209,7 +232,7 @@ def build_parser() -> _Parser:
         ("stats", "counts per namespace, growth, stale items, TTL outlook, breakdown by a value field", cmd_stats),
         ("report", "the same reports as one self-contained HTML page (inline SVG, no scripts)", cmd_report),
     ):
-        p = sub(name, help_, fn)
+        p = sub(name, help_, fn, check=check_reports)
         p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
         p.add_argument(
             "--level", type=_positive_int, help="count namespaces by the label at this level (default: the next)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -11,6 +13,7 @@ from typing import Any
 
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import EXIT_OK, CLIError, _iso, parse_namespace
+from mongostore.tools.cli.transfer import check_out_file
 from mongostore.tools.embeddings import HashingEmbeddings
 
 
@@ -25,18 +28,24 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+def check_reports(a: argparse.Namespace) -> None:
+    """``stats`` and ``report``: the prefix, ``--stale-days``, ``--limit`` and ``--out``, before the store opens."""
+    if not (a.stale_days > 0 and math.isfinite(a.stale_days)):  # NaN too
+        raise CLIError(f"--stale-days must be positive (a number of days), got {a.stale_days:g}")
+    if a.limit < 1:
+        raise CLIError(f"--limit must be at least 1, got {a.limit}")
+    a.prefix_ns = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
+    if getattr(a, "out", None) not in (None, "-"):
+        check_out_file(a.out, "--out")
+
+
 def _collect(ctx: Ctx) -> Any:
     from mongostore.tools.analytics import collect_reports
 
     a = ctx.args
-    if a.stale_days <= 0:
-        raise CLIError(f"--stale-days must be positive, got {a.stale_days:g}")
-    if a.limit < 1:
-        raise CLIError(f"--limit must be at least 1, got {a.limit}")
-    prefix = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
     return collect_reports(
         ctx.store,
-        prefix,
+        a.prefix_ns,
         level=a.level,
         period=a.period,
         stale_days=a.stale_days,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import sys
@@ -79,8 +80,24 @@ def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[
     return out
 
 
+def check_export(a: argparse.Namespace) -> None:
+    """``export``'s prefix and ``-o`` file, before the store opens."""
+    a.prefix_ns = parse_namespace(a.prefix, what="namespace prefix", allow_empty=True)
+    if a.out not in (None, "-"):
+        check_out_file(a.out, "-o")
+
+
+def check_out_file(target: str, option: str) -> None:
+    """A file a command will write: not a directory, in a directory that exists (checked before the store opens)."""
+    path = Path(target)
+    if path.is_dir():
+        raise CLIError(f"{option} {target} is a directory: give a file name")
+    if not path.absolute().parent.is_dir():
+        raise CLIError(f"{option} {target}: no such directory {path.absolute().parent}")
+
+
 def cmd_export(ctx: Ctx) -> int:
-    prefix = parse_namespace(ctx.args.prefix, what="namespace prefix", allow_empty=True)
+    prefix = ctx.args.prefix_ns
     filt = {"$and": [c for c in (prefix_filter(prefix), not_expired(datetime.now(timezone.utc))) if c]}
     total = ctx.store.collection.count_documents(filt)
     fields = ("namespace", "key", "value", "created_at", "updated_at", "ttl_minutes", "vectors")
@@ -296,10 +313,20 @@ def _write_batch(ctx: Ctx, batch: list[_Line], summary: ImportSummary, keep_time
         ctx.store.collection.bulk_write(stamps, ordered=False)
 
 
-def cmd_import(ctx: Ctx) -> int:
-    a = ctx.args
+def check_import(a: argparse.Namespace) -> None:
+    """``import``'s file and ``--batch-size``, before the store opens."""
     if a.batch_size < 1:
         raise CLIError(f"--batch-size must be at least 1, got {a.batch_size}")
+    if a.file != "-":
+        path = Path(a.file)
+        if path.is_dir():
+            raise CLIError(f"{a.file} is a directory: give the .jsonl file that export wrote")
+        if not path.is_file():
+            raise CLIError(f"no such file: {a.file}")
+
+
+def cmd_import(ctx: Ctx) -> int:
+    a = ctx.args
     source = a.file
     summary = ImportSummary()
     with contextlib.ExitStack() as stack:
@@ -309,8 +336,6 @@ def cmd_import(ctx: Ctx) -> int:
             stream = sys.stdin.buffer
         else:
             path = Path(source)
-            if not path.is_file():
-                raise CLIError(f"no such file: {source}")
             total = path.stat().st_size
             stream = stack.enter_context(path.open("rb"))
         progress = Progress("import", total, enabled=None if ctx.progress else False)
