@@ -510,3 +510,32 @@ def test_query_vectors_are_sent_packed_as_float32_bindata() -> None:
         vec = sent.as_vector()
         assert vec.dtype == BinaryVectorDtype.FLOAT32
         assert vec.data == np.asarray(query, dtype=np.float32).tolist()
+
+
+def test_items_missing_vectors_counts_as_the_pipeline_does() -> None:
+    """The in-process count (two plain reads) agrees with ``missing_vectors_pipeline`` on every shape:
+    no list, an empty list, all held, one missing, a duplicate, vectors of another item, none at all."""
+    import mongomock
+
+    db = mongomock.MongoClient()["db"]
+    items = [
+        {"_id": "a"},
+        {"_id": "b", "vectors": []},
+        {"_id": "c", "vectors": ["h1", "h2"]},
+        {"_id": "d", "vectors": ["h1", "h3"]},
+        {"_id": "e", "vectors": ["h1", "h1"]},
+        {"_id": "f", "vectors": ["h9"]},
+        {"_id": "g", "vectors": ["h1"]},
+    ]
+    vectors = [
+        {"_id": "c/1", "item_id": "c", "text_hash": "h1"},
+        {"_id": "c/2", "item_id": "c", "text_hash": "h2"},
+        {"_id": "d/1", "item_id": "d", "text_hash": "h1"},
+        {"_id": "e/1", "item_id": "e", "text_hash": "h1"},
+        {"_id": "x/1", "item_id": "x", "text_hash": "h9"},
+    ]
+    db["m"].insert_many([dict(d) for d in items])
+    db["v"].insert_many([dict(d) for d in vectors])
+    by_pipeline = list(db["m"].aggregate(q.missing_vectors_pipeline("v")))
+    assert by_pipeline == [{"n": 3}]  # d, f, g
+    assert q.items_missing_vectors(items, vectors) == 3

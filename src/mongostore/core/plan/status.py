@@ -10,12 +10,13 @@ from pymongo.errors import OperationFailure
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
 from mongostore.core.codec import plain_value
-from mongostore.core.plan.context import Plan
+from mongostore.core.plan.context import LARGE_BATCH, Plan
 from mongostore.core.plan.setup import shard_verdicts
 from mongostore.core.steps import (
     Aggregate,
     Capabilities,
     Count,
+    Find,
     ListIndexes,
     ListSearchIndexes,
     Parallel,
@@ -57,10 +58,17 @@ def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
             cluster = {"mongos": True, "shard_keys": keys}
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
-        unlisted = Aggregate("items", q.missing_vectors_pipeline(vectors_collection))
-        steps += [Count("vectors", {}), ListIndexes("vectors"), unlisted]
+        steps += [Count("vectors", {}), ListIndexes("vectors")]
+        if caps.emulated:  # an engine in this process: two plain reads, no $lookup per item
+            steps += [
+                Find("items", {}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
+                Find("vectors", {}, {"_id": 0, "item_id": 1, "text_hash": 1}, batch_size=LARGE_BATCH),
+            ]
+        else:
+            steps.append(Aggregate("items", q.missing_vectors_pipeline(vectors_collection)))
     items, item_indexes, *more = yield Parallel(tuple(steps))
-    vectors, vector_indexes, missing = more or (None, None, ())
+    vectors, vector_indexes, *found = more or (None, None)
+    missing = q.items_missing_vectors(*found) if len(found) == 2 else sum(d["n"] for d in found[0]) if found else 0
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -76,7 +84,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
         "vectors": vectors,
         "vector_indexes": vector_indexes,
         "vector_search_index": search_index,
-        "items_missing_vectors": int(sum(d["n"] for d in missing)) if index is not None else None,
+        "items_missing_vectors": int(missing) if index is not None else None,
         "detail": caps.detail,
         "cluster": cluster,
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -285,6 +285,15 @@ def missing_vectors_pipeline(vectors_collection: str) -> list[dict[str, Any]]:
         {"$match": {"$expr": {"$gt": [{"$size": {"$ifNull": ["$vectors", []]}}, {"$size": _BACKED_HASHES}]}}},
         {"$count": "n"},
     ]
+
+
+def items_missing_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[Mapping[str, Any]]) -> int:
+    """``missing_vectors_pipeline``'s count from the items' listed hashes and the vectors' (item, hash)
+    pairs, read as they are (where a read costs no round trip: an engine in this process)."""
+    held: dict[str, set[str]] = {}
+    for v in vectors:
+        held.setdefault(v["item_id"], set()).add(v["text_hash"])
+    return sum(1 for d in items if d.get("vectors") and not set(d["vectors"]) <= held.get(d["_id"], set()))
 
 
 def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:

@@ -28,8 +28,6 @@ import bson
 from bson.codec_options import CodecOptions
 from bson.dbref import DBRef
 from bson.objectid import ObjectId
-from mongomock import filtering
-from mongomock.aggregate import process_pipeline
 from pymongo.errors import BulkWriteError, CollectionInvalid, DuplicateKeyError, OperationFailure, WriteError
 from pymongo.results import BulkWriteResult, DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
 
@@ -47,6 +45,28 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _T = TypeVar("_T")
 _EMPTY_BSON = bson.encode({})
 _BATCH = 1000  # rows decoded at once
+
+
+# mongomock evaluates what SQL cannot (its public functions); imported on first use: it costs a quarter
+# of a second, which a get, a put or a listing never pays.
+
+
+def _matches(filt: Any, doc: Any) -> bool:
+    from mongomock import filtering
+
+    return bool(filtering.filter_applies(filt, doc))
+
+
+def _sort_key(name: str, doc: Any) -> Any:
+    from mongomock import filtering
+
+    return filtering.resolve_sort_key(name, doc)
+
+
+def _pipeline(docs: Any, database: Any, stages: Any, session: Any) -> Any:
+    from mongomock.aggregate import process_pipeline
+
+    return process_pipeline(docs, database, stages, session)
 
 
 def decode(blob: bytes) -> dict[str, Any]:
@@ -433,7 +453,7 @@ class LocalCollection:
                     for blob, np_fields in state.conn.execute(one, (key,))
                     for doc in (decode(blob),)
                 )
-                yield from _page((m for m in found if filtering.filter_applies(residual, m[0])), skip, limit)
+                yield from _page((m for m in found if _matches(residual, m[0])), skip, limit)
                 return
             cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
         except sqlite3.Error as exc:
@@ -441,13 +461,13 @@ class LocalCollection:
         matches = (
             (doc, key, np_fields)
             for doc, key, np_fields in ((decode(b), k, n) for b, k, n in cursor)
-            if residual is None or filtering.filter_applies(residual, doc)
+            if residual is None or _matches(residual, doc)
         )
         if python_sort:
             ordered = list(matches)
             assert sort is not None
             for name, direction in reversed(list(sort)):
-                ordered.sort(key=lambda m: filtering.resolve_sort_key(name, m[0]), reverse=direction < 0)
+                ordered.sort(key=lambda m: _sort_key(name, m[0]), reverse=direction < 0)
             end = skip + limit if limit else None
             yield from ordered[skip:end]
             return
@@ -461,7 +481,7 @@ class LocalCollection:
         limit: int = 0,
         projection: Mapping[str, Any] | Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """The documents ``find`` returns, read in one snapshot."""
+        """The documents ``find`` returns."""
         if projection is not None and not isinstance(projection, Mapping):
             projection = dict.fromkeys(projection, 1)
         plan = sq.simple_projection(projection)
@@ -469,7 +489,7 @@ class LocalCollection:
             table = self._table(state)
             if table is None:
                 if filt:
-                    filtering.filter_applies(filt, {})  # a bad filter fails on an empty collection too
+                    _matches(filt, {})  # a bad filter fails on an empty collection too
                 return []
             covered = sq.covered_fields(plan)
             docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit, covered)]
@@ -526,14 +546,14 @@ class LocalCollection:
             while row is not None:
                 last = row[0]
                 value = _from_column(last)
-                if all(filtering.filter_applies(c, {key: value}) for c in on_key):
+                if all(_matches(c, {key: value}) for c in on_key):
                     out.append(value)
                 row = state.conn.execute(sql, [*t.params, last]).fetchone()
             nulls = f'SELECT doc FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL'
             for (blob,) in state.conn.execute(nulls, t.params):
                 doc = decode(blob)
                 if sq.field_value(doc, key) is None and _has_path(doc, key):
-                    if all(filtering.filter_applies(c, {key: None}) for c in on_key):
+                    if all(_matches(c, {key: None}) for c in on_key):
                         out.insert(0, None)
                     break
             return out
@@ -583,7 +603,7 @@ class LocalCollection:
             docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
             if not stages:
                 return docs
-            return list(process_pipeline(docs, self.database, stages, None))
+            return list(_pipeline(docs, self.database, stages, None))
 
     def index_information(self) -> dict[str, dict[str, Any]]:
         info: dict[str, dict[str, Any]] = {"_id_": {"key": [("_id", 1)], "v": 2}}
@@ -612,6 +632,16 @@ class LocalCollection:
         kwargs.pop("background", None)
         if kwargs:
             raise NotImplementedError(f"the local store's indexes take no {', '.join(sorted(kwargs))}")
+        with self.engine.reading() as state:  # setup() on every start: an index already there takes no write lock
+            table = self._table(state)
+            existing = table.indexes.get(name) if table is not None else None
+            if (
+                table is not None
+                and existing is not None
+                and {k: v for k, v in existing.items() if k != "sql"} == spec
+                and set(self.include) <= set(table.include)
+            ):
+                return str(name)
         with self.engine.writing() as state:
             table = self._table(state, create=True)
             assert table is not None
@@ -921,7 +951,7 @@ class _Writer:
             if isinstance(update, list):
                 from mongostore.drivers.mongomock_compat.lookups import mongodb_expressions
 
-                [new] = list(process_pipeline([doc], self.coll.database, mongodb_expressions(update), None))
+                [new] = list(_pipeline([doc], self.coll.database, mongodb_expressions(update), None))
                 return dict(new)
             if not update or not all(isinstance(k, str) and k.startswith("$") for k in update):
                 raise _Failure(BAD_VALUE, "an update document must hold only update operators")

@@ -9,9 +9,10 @@ SQLite index per MongoDB index. Three small tables describe them: ``_collections
 Transactions come from SQLite: WAL, so readers in other processes are not blocked by a writer, and
 ``synchronous=NORMAL`` (a committed write survives the writer being killed; a power cut may lose the
 last ones, never the file). Each thread has its own connection. ``unit()``, held by the drivers around
-a whole store operation, makes it one transaction: its reads share one snapshot, and its first write
-ends that snapshot and takes the write lock (``BEGIN IMMEDIATE``) until the operation ends, so a batch's
-items and vectors are committed together (an interrupt rolls it back). A call outside a unit is a
+a whole store operation, makes its writes one transaction: its first write takes the write lock
+(``BEGIN IMMEDIATE``) until the operation ends, so a batch's items and vectors are committed together
+(an interrupt rolls it back). Reads before it take no lock and see the latest committed state, as a
+server's separate reads do (WAL: a writer in another process never blocks them). A call outside a unit is a
 transaction of its own. ``atransaction`` / ``run`` are the same for async code, on one thread per engine.
 
 Expired documents (a TTL index's field past its deadline) are deleted when a read transaction starts,
@@ -83,7 +84,7 @@ class _Thread:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0  # units entered
-        self.txn: str | None = None  # None, "read" or "write"
+        self.txn: str | None = None  # None, or "write": the unit holds the write lock
         self.tables: dict[str, Table] | None = None  # the catalogue as last read...
         self.data_version = -1  # ...and PRAGMA data_version then (it moves when another connection commits)
 
@@ -207,28 +208,17 @@ class LocalDB:
 
     @contextmanager
     def reading(self) -> Iterator[_Thread]:
-        """The thread's snapshot: the unit's transaction, or one for this call."""
+        """The thread's connection for a read: each statement sees the latest committed state (as each
+        read of a server does), or, after the unit's first write, the unit's own writes too."""
         state = self._thread()
-        own = state.txn is None and state.depth == 0
         if state.txn is None:
             self._expire(state)
-            self._exec(state, "BEGIN")
-            state.txn = "read"
-        try:
-            yield state
-        except BaseException:
-            if own:
-                self._end(state, commit=False)
-            raise
-        if own:
-            self._end(state, commit=True)
+        yield state
 
     @contextmanager
     def writing(self) -> Iterator[_Thread]:
         """The write lock: held from the unit's first write to its end, or for this call."""
         state = self._thread()
-        if state.txn == "read":
-            self._end(state, commit=True)  # the snapshot ends: the writes start from the latest state
         own = state.txn is None and state.depth == 0
         if state.txn is None:
             self._begin_write(state)

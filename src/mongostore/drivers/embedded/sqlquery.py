@@ -17,6 +17,7 @@ its literal prefix (exact when the pattern is nothing more), ``$not`` of an exac
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Mapping, Sequence
@@ -284,6 +285,18 @@ def simple_projection(spec: Mapping[str, Any] | None) -> tuple[bool, list[list[s
     """(inclusion, dotted paths, keep ``_id``) of a projection of 0/1 flags; None when it is anything more."""
     if not spec:
         return None
+    try:
+        return _projection(tuple(spec.items()))
+    except TypeError:  # an unhashable flag: not 0/1 anyway
+        return _parse_projection(spec)
+
+
+@functools.lru_cache(maxsize=256)
+def _projection(items: tuple[tuple[str, Any], ...]) -> tuple[bool, list[list[str]], bool] | None:
+    return _parse_projection(dict(items))
+
+
+def _parse_projection(spec: Mapping[str, Any]) -> tuple[bool, list[list[str]], bool] | None:
     include: bool | None = None
     paths: list[list[str]] = []
     keep_id = True

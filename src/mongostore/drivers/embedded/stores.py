@@ -42,8 +42,11 @@ def open_local(path: str | os.PathLike[str] | None, db_name: str) -> LocalDB:
 def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_name: str) -> Engine:
     """The local store's collections in ``<path>/<db_name>.sqlite``, and its backend."""
     engine = open_local(path, db_name)
-    items = LocalCollection(engine, collection_name, include=("vectors",))  # what local ranking reads of each item
-    return items, LocalCollection(engine, vectors_name(collection_name)), items.backend
+    # What the store reads of every item or vector under a prefix (local ranking, its checks, status):
+    # kept in each row's ``inc`` too, so those reads decode no document.
+    items = LocalCollection(engine, collection_name, include=("vectors",))
+    vectors = LocalCollection(engine, vectors_name(collection_name), include=("item_id", "text_hash"))
+    return items, vectors, items.backend
 
 
 def memory_engine(db_name: str, collection_name: str) -> Engine:
