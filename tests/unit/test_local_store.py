@@ -344,3 +344,22 @@ async def test_status_names_the_local_store_not_an_in_memory_mongomock(tmp_path:
     assert (await AsyncMongoStore.local(tmp_path).status())["server_version"] == local
     assert MongoStore.in_memory().status()["server_version"] == memory
     assert (await AsyncMongoStore.in_memory().status())["server_version"] == memory
+
+
+def test_reads_of_included_fields_decode_no_document_and_answer_alike(tmp_path: Path) -> None:
+    """Projections and filters on the fields kept in each row's ``inc`` (the items' ``vectors``, the
+    vectors' ``item_id`` / ``text_hash``) read no document, and answer as a full read does."""
+    store = fresh(tmp_path, index=index())
+    store.setup()
+    store.batch([PutOp(("t",), f"k{i}", {"text": f"memory {i}"} if i % 3 else {"n": i}) for i in range(12)])
+    items = store.collection
+    seen = _statements(items.engine)  # type: ignore[attr-defined]
+    with_vectors = list(items.find({"vectors": {"$exists": True}}, {"_id": 1, "vectors": 1}))
+    without = items.count_documents({"vectors": {"$exists": False}})
+    only_ids = list(items.find({}, {"_id": 1}))
+    assert not [s for s in seen if s.startswith("SELECT doc")]
+    full = list(items.find({}))
+    assert sorted(d["_id"] for d in with_vectors) == sorted(d["_id"] for d in full if "vectors" in d)
+    assert all(set(d) == {"_id", "vectors"} for d in with_vectors)
+    assert without == sum(1 for d in full if "vectors" not in d) == 4
+    assert only_ids == [{"_id": d["_id"]} for d in full]

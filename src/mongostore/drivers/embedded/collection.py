@@ -52,6 +52,10 @@ _BATCH = 1000  # rows decoded at once
 
 
 def _matches(filt: Any, doc: Any) -> bool:
+    if len(filt) == 1:  # ``{field: {"$exists": bool}}`` on a top-level field: no need to ask mongomock
+        ((name, spec),) = filt.items()
+        if isinstance(spec, dict) and len(spec) == 1 and type(spec.get("$exists")) is bool and "." not in name:
+            return (name in doc) is spec["$exists"]
     from mongomock import filtering
 
     return bool(filtering.filter_applies(filt, doc))
@@ -418,26 +422,38 @@ class LocalCollection:
         sort: Sequence[tuple[str, Any]] | None = None,
         skip: int = 0,
         limit: int = 0,
-        covered: Sequence[str] = (),
+        covered: Sequence[str] | None = None,
     ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
-        """(document, id key, not-plain fields) of the matches, sorted and paged. ``covered``: only these
-        included fields (and ``_id``) are wanted: read from ``inc`` when SQL decides the filter alone."""
+        """(document, id key, not-plain fields) of the matches, sorted and paged. ``covered``: only ``_id``
+        and these fields are wanted (None: the whole document); when they are included fields, and so are
+        the fields of what SQL leaves to decide, the rows' ``inc`` is read, not their documents."""
         t = sq.translate(filt, table.usable)
         order = sq.order_by(sort, table.usable)
         rest = f'FROM "{table.tbl}" WHERE {t.where}' + (order or "")
         params = list(t.params)
         python_sort = bool(sort) and order is None
         residual = t.residual
+        include = set(table.include)
+        coverable = covered is not None and set(covered) <= include and not python_sort
         try:
+            if coverable and (residual is None or (sq.filter_fields(residual) or {"$"}) <= include | {"_id"}):
+                if residual is None and (limit or skip):
+                    rest += " LIMIT ? OFFSET ?"
+                    params += [limit or -1, skip]
+                rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
+                docs = (
+                    ({"_id": key if type(key) is str else _from_id(key), **doc}, key, None)
+                    for doc, (_, key) in zip(decode_many([r[0] for r in rows]), rows, strict=True)
+                )
+                if residual is None:
+                    yield from docs
+                else:
+                    yield from _page((m for m in docs if _matches(residual, m[0])), skip, limit)
+                return
             if residual is None and not python_sort:
                 if limit or skip:
                     rest += " LIMIT ? OFFSET ?"
                     params += [limit or -1, skip]
-                if covered and set(covered) <= set(table.include):
-                    rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
-                    for doc, (_, key) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
-                        yield {"_id": key if type(key) is str else _from_id(key), **doc}, key, None
-                    return
                 cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
                 for rows in iter(lambda: cursor.fetchmany(_BATCH), []):
                     for doc, (_, key, np_fields) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
@@ -493,7 +509,7 @@ class LocalCollection:
                 return []
             covered = sq.covered_fields(plan)
             docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit, covered)]
-        if plan is None or (covered and set(covered) <= set(table.include) and plan[2]):
+        if plan is None or (covered is not None and set(covered) == set(table.include) and plan[2]):
             return docs  # no projection, or read from ``inc``: already just ``_id`` and those fields
         return [sq.project(d, plan) for d in docs]
 
@@ -519,7 +535,7 @@ class LocalCollection:
                 return int(
                     state.conn.execute(f'SELECT count(*) FROM "{table.tbl}" WHERE {t.where}', t.params).fetchone()[0]
                 )
-            return sum(1 for _ in self._scan(state, table, filter, None, skip, limit))
+            return sum(1 for _ in self._scan(state, table, filter, None, skip, limit, covered=()))
 
     def estimated_document_count(self, **_: Any) -> int:
         return self.count_documents({})

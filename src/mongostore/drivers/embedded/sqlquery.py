@@ -316,11 +316,29 @@ def _parse_projection(spec: Mapping[str, Any]) -> tuple[bool, list[list[str]], b
     return (keep_id if include is None else include), paths, keep_id
 
 
-def covered_fields(plan: tuple[bool, list[list[str]], bool] | None) -> tuple[str, ...]:
-    """The top-level fields an inclusion projection keeps besides ``_id`` (empty: it is not one)."""
-    if plan is None or not plan[0] or not plan[1] or any(len(p) != 1 for p in plan[1]):
-        return ()
+def covered_fields(plan: tuple[bool, list[list[str]], bool] | None) -> tuple[str, ...] | None:
+    """The top-level fields an inclusion projection keeps besides ``_id``; None when it is not one."""
+    if plan is None or not plan[0] or any(len(p) != 1 for p in plan[1]):
+        return None
     return tuple(p[0] for p in plan[1])
+
+
+def filter_fields(filt: Mapping[str, Any]) -> set[str] | None:
+    """The top-level fields a filter reads; None when it holds an operator that may read anything
+    (``$expr``, ``$where``, ``$text``...)."""
+    out: set[str] = set()
+    for name, spec in filt.items():
+        if name in ("$and", "$or", "$nor") and isinstance(spec, list):
+            for sub in spec:
+                found = filter_fields(sub) if isinstance(sub, Mapping) else None
+                if found is None:
+                    return None
+                out |= found
+        elif name.startswith("$"):
+            return None
+        else:
+            out.add(name.split(".")[0])
+    return out
 
 
 def _take(doc: Mapping[str, Any], path: list[str], out: dict[str, Any]) -> None:
