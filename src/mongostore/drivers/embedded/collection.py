@@ -558,20 +558,23 @@ class LocalCollection:
             sql = f'SELECT "{col}" FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" > ? ORDER BY "{col}" LIMIT 1'
             last: Any = ""
             first = f'SELECT "{col}" FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" >= ? ORDER BY "{col}" LIMIT 1'
-            row = state.conn.execute(first, [*t.params, ""]).fetchone()
-            while row is not None:
-                last = row[0]
-                value = _from_column(last)
-                if all(_matches(c, {key: value}) for c in on_key):
-                    out.append(value)
-                row = state.conn.execute(sql, [*t.params, last]).fetchone()
-            nulls = f'SELECT doc FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL'
-            for (blob,) in state.conn.execute(nulls, t.params):
-                doc = decode(blob)
-                if sq.field_value(doc, key) is None and _has_path(doc, key):
-                    if all(_matches(c, {key: None}) for c in on_key):
-                        out.insert(0, None)
-                    break
+            with self.engine.snapshot(state):  # one read of many statements: one state, one lock
+                row = state.conn.execute(first, [*t.params, ""]).fetchone()
+                while row is not None:
+                    last = row[0]
+                    value = _from_column(last)
+                    if all(_matches(c, {key: value}) for c in on_key):
+                        out.append(value)
+                    row = state.conn.execute(sql, [*t.params, last]).fetchone()
+                nulls = f'SELECT doc FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL'
+                cursor = state.conn.execute(nulls, t.params)
+                for (blob,) in cursor:
+                    doc = decode(blob)
+                    if sq.field_value(doc, key) is None and _has_path(doc, key):
+                        if all(_matches(c, {key: None}) for c in on_key):
+                            out.insert(0, None)
+                        break
+                cursor.close()
             return out
 
     def _distinct_scan(self, state: _Thread, table: Table, key: str, filt: Mapping[str, Any]) -> list[Any]:

@@ -84,7 +84,7 @@ class _Thread:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.depth = 0  # units entered
-        self.txn: str | None = None  # None, or "write": the unit holds the write lock
+        self.txn: str | None = None  # None, "read" (a snapshot of one read) or "write" (the unit's write lock)
         self.tables: dict[str, Table] | None = None  # the catalogue as last read...
         self.data_version = -1  # ...and PRAGMA data_version then (it moves when another connection commits)
 
@@ -214,6 +214,19 @@ class LocalDB:
         if state.txn is None:
             self._expire(state)
         yield state
+
+    @contextmanager
+    def snapshot(self, state: _Thread) -> Iterator[None]:
+        """Several statements of one read seeing one state (a read transaction), unless a write holds one."""
+        if state.txn is not None:
+            yield
+            return
+        self._exec(state, "BEGIN")
+        state.txn = "read"
+        try:
+            yield
+        finally:
+            self._end(state, commit=True)
 
     @contextmanager
     def writing(self) -> Iterator[_Thread]:
