@@ -363,3 +363,22 @@ def test_reads_of_included_fields_decode_no_document_and_answer_alike(tmp_path: 
     assert all(set(d) == {"_id", "vectors"} for d in with_vectors)
     assert without == sum(1 for d in full if "vectors" not in d) == 4
     assert only_ids == [{"_id": d["_id"]} for d in full]
+
+
+def test_expired_items_are_deleted_when_a_read_starts(tmp_path: Path) -> None:
+    """MongoDB's TTL monitor, emulated: an item past its ``expires_at`` is gone at the next read
+    (with its vectors), without ``sweep_ttl()``; one that has not expired stays."""
+    import datetime as dt
+
+    store = fresh(tmp_path, index=index())
+    store.setup()
+    store.put(("t",), "old", {"text": "expired"}, ttl=1)
+    store.put(("t",), "new", {"text": "kept"}, ttl=60)
+    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    store.collection.update_many({"key": "old"}, {"$set": {"expires_at": past}})
+    store.vectors_collection.update_many({"item_id": {"$regex": "old$"}}, {"$set": {"expires_at": past}})
+    engine = store.collection.engine  # type: ignore[attr-defined]
+    engine._expiry_due = 0.0  # the once-a-second look is due
+    assert [i.key for i in store.search(("t",))] == ["new"]
+    assert store.collection.count_documents({}) == 1
+    assert store.vectors_collection.count_documents({}) == 1  # type: ignore[union-attr]

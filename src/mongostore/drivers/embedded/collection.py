@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import sqlite3
 import threading
@@ -131,10 +132,11 @@ class _Failure(Exception):
 
 
 def _included(table: Table, doc: Mapping[str, Any]) -> bytes | None:
-    """The ``inc`` column: the included top-level fields the document has, as BSON."""
+    """The ``inc`` column: ``_id`` and the included top-level fields the document has, as BSON (a covered
+    read decodes it into the document it returns, nothing more to build)."""
     if not table.include:
         return None
-    return bson.encode({f: doc[f] for f in table.include if f in doc}, codec_options=CODEC)
+    return bson.encode({"_id": doc.get("_id"), **{f: doc[f] for f in table.include if f in doc}}, codec_options=CODEC)
 
 
 def _row(table: Table, doc: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
@@ -441,10 +443,11 @@ class LocalCollection:
                     rest += " LIMIT ? OFFSET ?"
                     params += [limit or -1, skip]
                 rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
-                docs = (
-                    ({"_id": key if type(key) is str else _from_id(key), **doc}, key, None)
-                    for doc, (_, key) in zip(decode_many([r[0] for r in rows]), rows, strict=True)
-                )
+                docs: Iterable[tuple[dict[str, Any], Any, str | None]]
+                if not table.include:  # no inc column values: the ``_id`` s alone
+                    docs = [({"_id": _from_id(key)}, key, None) for _, key in rows]
+                else:
+                    docs = zip(decode_many([r[0] for r in rows]), [r[1] for r in rows], itertools.repeat(None))
                 if residual is None:
                     yield from docs
                 else:

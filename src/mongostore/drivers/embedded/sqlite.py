@@ -15,8 +15,8 @@ a whole store operation, makes its writes one transaction: its first write takes
 server's separate reads do (WAL: a writer in another process never blocks them). A call outside a unit is a
 transaction of its own. ``atransaction`` / ``run`` are the same for async code, on one thread per engine.
 
-Expired documents (a TTL index's field past its deadline) are deleted when a read transaction starts,
-as MongoDB's TTL monitor would within a minute.
+Expired documents (a TTL index's field past its deadline) are deleted when a read starts (at most once
+a second per process, and never waiting for another writer), as MongoDB's TTL monitor would within a minute.
 """
 
 from __future__ import annotations
@@ -341,7 +341,16 @@ class LocalDB:
             raise self.translate_error(exc) from None
         if not due:
             return
-        self._begin_write(state)
+        try:  # never waits: a read is not held up by another process's write (it deletes next time)
+            state.conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                state.conn.execute("BEGIN IMMEDIATE")
+            finally:
+                state.conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
+        except sqlite3.OperationalError:
+            self._expiry_due = 0.0
+            return
+        state.txn = "write"
         try:
             for name, where, cutoff in due:
                 table = self.tables(state).get(name)
