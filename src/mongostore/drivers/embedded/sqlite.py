@@ -121,7 +121,10 @@ class LocalDB:
     def _thread(self) -> _Thread:
         state: _Thread | None = getattr(self._local, "state", None)
         if state is None:
-            state = self._local.state = _Thread(self._connect())
+            conn = self._connect()
+            state = self._local.state = _Thread(conn)
+            # Closed when its thread ends or the engine goes (the thread-local state goes with them).
+            weakref.finalize(state, conn.close)
         return state
 
     def _connect(self) -> sqlite3.Connection:
