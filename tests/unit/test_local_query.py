@@ -1,0 +1,184 @@
+"""The local store's SQL answers as MongoDB does: each filter and sort run on the engine
+(``drivers.embedded``: SQL on typed columns, the rest by mongomock) and on plain mongomock
+over the same documents, compared. The documents hold every kind of value an indexed field
+can meet: strings (with ``.``, ``/``, NUL), dates, null, missing, numbers, arrays, documents."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import mongomock
+import pytest
+
+from mongostore.drivers.embedded import LocalCollection, LocalDB
+from mongostore.drivers.embedded.sqlquery import literal_prefix, translate
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+STRINGS = ["a", "ab", "a.b", "a.", "a/", "b", "a\x00k", "", "é"]
+DATES = [T0, T0 + timedelta(milliseconds=1), T0 + timedelta(days=1), T0 - timedelta(days=400)]
+
+
+def _values(rng: random.Random, unplain: bool) -> Any:
+    pool: list[Any] = [*STRINGS, *DATES, None, "MISSING"]
+    if unplain:
+        pool += [1, 2.5, True, ["a", "b"], ["x"], [None], {"k": "a"}]
+    return rng.choice(pool)
+
+
+def _docs(unplain: bool) -> list[dict[str, Any]]:
+    rng = random.Random(7 if unplain else 3)
+    docs = []
+    for i in range(120):
+        doc: dict[str, Any] = {"_id": f"id{i:03d}"}
+        for field in ("s", "d", "m"):
+            value = _values(rng, unplain and field == "m")
+            if value != "MISSING":
+                doc[field] = value
+        docs.append(doc)
+    return docs
+
+
+FILTERS: list[dict[str, Any]] = [
+    {},
+    {"s": "a"},
+    {"s": None},
+    {"s": {"$eq": "a.b"}},
+    {"s": {"$ne": "a"}},
+    {"s": {"$ne": None}},
+    {"s": {"$in": ["a", "b", None]}},
+    {"s": {"$in": []}},
+    {"s": {"$nin": ["a", None]}},
+    {"s": {"$nin": ["a"]}},
+    {"s": {"$gt": "a"}},
+    {"s": {"$gte": "a.", "$lt": "a/"}},
+    {"s": {"$lte": "a/"}},
+    {"s": {"$regex": "^a\\."}},
+    {"s": {"$regex": "^a"}},
+    {"s": {"$regex": "^a\\.[^.]+"}},
+    {"s": {"$regex": "^a|b"}},
+    {"s": {"$regex": "^ab?"}},
+    {"s": {"$not": {"$regex": "^a"}}},
+    {"d": {"$lte": T0}},
+    {"d": {"$gt": T0}},
+    {"d": {"$not": {"$lte": T0}}},
+    {"d": {"$in": [T0, None]}},
+    {"d": {"$gte": "a"}},  # a string never compares with a date
+    {"s": {"$gte": T0}},
+    {"m": "a"},
+    {"m": None},
+    {"m": {"$ne": "a"}},
+    {"m": {"$in": ["x", "b"]}},
+    {"m": {"$gt": "a"}},
+    {"$or": [{"s": "a"}, {"d": {"$lte": T0}}]},
+    {"$or": [{"s": "a"}, {"m": "x"}]},
+    {"$and": [{"s": {"$regex": "^a"}}, {"d": {"$ne": None}}]},
+    {"s": {"$exists": True}, "d": {"$lt": T0 + timedelta(days=2)}},
+]
+SORTS: list[list[tuple[str, int]]] = [[("s", 1), ("_id", 1)], [("d", -1), ("_id", 1)], [("m", 1), ("_id", 1)]]
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "with-arrays-and-numbers"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[LocalCollection, Any]:
+    docs = _docs(request.param)
+    ours = LocalCollection(LocalDB(tmp_path, "q"), "c")
+    for field in ("s", "d", "m"):
+        ours.create_index([(field, 1)])
+    ours.insert_many([dict(d) for d in docs])
+    theirs = mongomock.MongoClient(tz_aware=True)["q"]["c"]
+    theirs.insert_many([dict(d) for d in docs])
+    return ours, theirs
+
+
+@pytest.mark.parametrize("filt", FILTERS, ids=[str(f) for f in FILTERS])
+def test_every_filter_selects_what_mongodb_selects(pair: tuple[LocalCollection, Any], filt: dict[str, Any]) -> None:
+    ours, theirs = pair
+    expected = sorted(d["_id"] for d in theirs.find(filt))
+    assert sorted(d["_id"] for d in ours.find(filt)) == expected
+    assert ours.count_documents(filt) == len(expected)
+
+
+@pytest.mark.parametrize("sort", SORTS, ids=[str(s) for s in SORTS])
+def test_sorted_pages_come_in_mongodbs_order(pair: tuple[LocalCollection, Any], sort: list[tuple[str, int]]) -> None:
+    ours, theirs = pair
+    for filt, (skip, limit) in itertools.product(FILTERS[:8], [(0, 0), (3, 7)]):
+        expected = [d["_id"] for d in theirs.find(filt).sort(sort).skip(skip).limit(limit)]
+        assert [d["_id"] for d in ours.find(filt).sort(sort).skip(skip).limit(limit)] == expected, (filt, sort)
+
+
+def test_distinct_by_the_index_is_mongodbs(pair: tuple[LocalCollection, Any]) -> None:
+    ours, theirs = pair
+    for filt in ({}, {"s": {"$regex": "^a"}}, {"d": {"$ne": None}}):
+        for field in ("s", "d"):
+            assert sorted(map(_key, ours.distinct(field, filt))) == sorted(map(_key, theirs.distinct(field, filt)))
+
+
+def _key(value: Any) -> str:
+    """A value as text, a date by its instant (mongomock's tzinfo is its own class)."""
+    return f"date {value.timestamp()}" if isinstance(value, datetime) else repr(value)
+
+
+def test_translation_is_exact_only_where_sql_decides() -> None:
+    """What SQL decides alone leaves no residual; a pattern beyond its literal prefix, an alternation,
+    or a field without a usable column stays for mongomock."""
+    columns = {"s": "f0", "_id": "id"}
+    assert translate({"s": {"$regex": "^a\\."}}, columns).residual is None
+    assert translate({"s": {"$regex": "^a\\.[^.]+"}}, columns).residual is not None
+    assert translate({"s": {"$regex": "^a|b"}}, columns).where == "1"  # no prefix to narrow by
+    assert translate({"value.kind": "x", "s": "a"}, columns).residual == {"value.kind": "x"}
+    assert literal_prefix("^" + "users\\.alice\\.") == ("users.alice.", True)
+
+
+PIPELINES: list[list[dict[str, Any]]] = [
+    [{"$match": {"s": {"$regex": "^a"}}}, {"$sort": {"d": -1, "_id": 1}}, {"$skip": 2}, {"$limit": 5}],
+    [{"$match": {"d": {"$ne": None}}}, {"$group": {"_id": "$s", "n": {"$sum": 1}}}, {"$sort": {"n": -1, "_id": 1}}],
+    [{"$sort": {"s": 1, "_id": 1}}, {"$limit": 4}, {"$project": {"_id": 1, "s": 1}}],
+    [{"$match": {"m": "a"}}, {"$count": "n"}],
+]
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES, ids=range(len(PIPELINES)))
+def test_pipelines_answer_as_mongodb(pair: tuple[LocalCollection, Any], pipeline: list[dict[str, Any]]) -> None:
+    """The leading ``$match`` / ``$sort`` / ``$skip`` / ``$limit`` run in SQL, the rest in mongomock."""
+    ours, theirs = pair
+    assert list(ours.aggregate(pipeline)) == list(theirs.aggregate(pipeline))
+
+
+def test_writes_leave_what_mongodb_leaves(tmp_path: Path) -> None:
+    """Upserts (by ``_id`` and by other fields), update pipelines with ``$literal`` and ``$max``, ``$set`` /
+    ``$unset`` with dotted paths, an operator applied by mongomock (``$inc``), replace, deletes, and the
+    unordered batch's error for an ``_id`` change: the same documents and counts as mongomock's."""
+    from pymongo import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, UpdateOne
+    from pymongo.errors import BulkWriteError
+
+    from mongostore.drivers.mongomock_compat import new_client
+
+    ours = LocalCollection(LocalDB(tmp_path, "w"), "c")
+    ours.create_index([("s", 1)])
+    theirs = new_client(tz_aware=True)["w"]["c"]  # mongomock taking pymongo 4.11+'s bulk requests
+    requests = [
+        InsertOne({"_id": "a", "s": "x", "n": 1, "sub": {"k": 1}}),
+        InsertOne({"_id": "b", "s": "y", "n": 2}),
+        UpdateOne({"_id": "c"}, [{"$set": {"s": {"$literal": "$z"}, "n": {"$max": [5, "$n"]}}}], upsert=True),
+        UpdateOne({"s": "w", "n": 9}, {"$set": {"t": T0}, "$setOnInsert": {"new": True}}, upsert=True),
+        UpdateOne({"_id": "a"}, {"$set": {"sub.k": 2, "sub.j": [1, 2]}, "$unset": {"n": ""}}),
+        UpdateMany({"s": {"$in": ["x", "y"]}}, {"$inc": {"hits": 1}}),
+        ReplaceOne({"_id": "b"}, {"s": "yy", "v": [None, "a"]}),
+        UpdateOne({"_id": "c"}, {"$set": {"_id": "d"}}),  # refused: _id is immutable
+        DeleteOne({"s": "nothing"}),
+        DeleteMany({"s": {"$regex": "^w"}}),
+    ]
+    outcomes = []
+    for coll in (ours, theirs):
+        try:
+            coll.bulk_write(requests, ordered=False)
+            outcomes.append(None)
+        except BulkWriteError as exc:
+            details = exc.details
+            outcomes.append(([e["index"] for e in details["writeErrors"]], details["nUpserted"], details["nRemoved"]))
+    assert outcomes[0] == outcomes[1] == ([7], 2, 1)
+    assert sorted(ours.find({}), key=lambda d: d["_id"]) == sorted(theirs.find({}), key=lambda d: d["_id"])
+    assert [d["_id"] for d in ours.find({"s": "yy"})] == ["b"]  # the replaced document's column moved too
