@@ -271,7 +271,7 @@ def _create_table(state: _Thread, engine: LocalDB, name: str, include: Sequence[
     conn = state.conn
     n = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM _collections").fetchone()[0]
     tbl = f"c{n}"
-    conn.execute(f'CREATE TABLE "{tbl}" (id PRIMARY KEY, doc BLOB NOT NULL, np TEXT, inc BLOB) WITHOUT ROWID')
+    conn.execute(_table_sql(tbl, []))
     conn.execute(f'CREATE INDEX "{tbl}_np" ON "{tbl}" (np) WHERE np IS NOT NULL')
     conn.execute(
         "INSERT INTO _collections (name, tbl, include) VALUES (?, ?, ?)", (name, tbl, json.dumps(list(include)))
@@ -279,6 +279,19 @@ def _create_table(state: _Thread, engine: LocalDB, name: str, include: Sequence[
     conn.execute("INSERT INTO _columns (collection, field, col) VALUES (?, '_id', 'id')", (name,))
     state.tables = None
     return engine.tables(state)[name]
+
+
+def _table_sql(tbl: str, columns: Sequence[str]) -> str:
+    """A collection's table: the document last, so reading the other columns never reads through it
+    (a vector's document, with its embedding, spills over pages that a covered read would walk)."""
+    cols = "".join(f'"{c}", ' for c in columns)
+    return f'CREATE TABLE "{tbl}" (id PRIMARY KEY, np TEXT, inc BLOB, {cols}doc BLOB NOT NULL) WITHOUT ROWID'
+
+
+def _sql_index(state: _Thread, table: Table, spec: Mapping[str, Any]) -> None:
+    cols = ", ".join(f'"{table.columns[f]}"' + (" DESC" if d == -1 else "") for f, d in spec["key"])
+    unique = "UNIQUE " if spec.get("unique") else ""
+    state.conn.execute(f'CREATE {unique}INDEX "{spec["sql"]}" ON "{table.tbl}" ({cols})')
 
 
 def _include(state: _Thread, engine: LocalDB, table: Table, include: Sequence[str]) -> Table:
@@ -682,11 +695,9 @@ class LocalCollection:
                 state.tables = None
                 return str(name)
             table = self._add_columns(state, table, [f for f, _ in key])
-            cols = ", ".join(f'"{table.columns[f]}"' + (" DESC" if d == -1 else "") for f, d in key)
-            unique = "UNIQUE " if spec.get("unique") else ""
-            sql_name = f"{table.tbl}_i{len(table.indexes) + 1}"
+            sql_name = f"{table.tbl}_" + str(name).replace('"', '""')
             try:
-                state.conn.execute(f'CREATE {unique}INDEX "{sql_name}" ON "{table.tbl}" ({cols})')
+                _sql_index(state, table, {**spec, "sql": sql_name})
             except sqlite3.IntegrityError as exc:
                 raise OperationFailure(
                     f"cannot create unique index {name!r}: duplicate key ({exc})", code=DUPLICATE_KEY
@@ -704,11 +715,22 @@ class LocalCollection:
         if not new:
             return table
         conn = state.conn
+        old = [c for f, c in table.columns.items() if f != "_id"]
         for fld in new:
             col = f"f{len(table.columns)}"
-            conn.execute(f'ALTER TABLE "{table.tbl}" ADD COLUMN "{col}"')
             conn.execute("INSERT INTO _columns (collection, field, col) VALUES (?, ?, ?)", (self.name, fld, col))
             table.columns[fld] = col
+        # SQLite adds a column after the document: the table is made again with the document last.
+        tmp = f"{table.tbl}_new"
+        conn.execute(_table_sql(tmp, [c for f, c in table.columns.items() if f != "_id"]))
+        copied = ", ".join(["id", "np", "inc", *(f'"{c}"' for c in old), "doc"])
+        conn.execute(f'INSERT INTO "{tmp}" ({copied}) SELECT {copied} FROM "{table.tbl}"')
+        conn.execute(f'DROP TABLE "{table.tbl}"')
+        conn.execute(f'ALTER TABLE "{tmp}" RENAME TO "{table.tbl}"')
+        conn.execute(f'CREATE INDEX "{table.tbl}_np" ON "{table.tbl}" (np) WHERE np IS NOT NULL')
+        for spec in table.indexes.values():
+            if spec.get("sql"):
+                _sql_index(state, table, spec)
         # Fill the new columns from the documents already there.
         counts = dict.fromkeys(new, 0)
         updates = []
