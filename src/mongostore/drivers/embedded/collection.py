@@ -375,8 +375,8 @@ class LocalCursor:
             self._docs = iter(self._coll.select(self._filter, self._sort, self._skip, self._limit, self._projection))
         return self._docs
 
-    def __iter__(self) -> LocalCursor:
-        return self
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._read()  # the documents' own iterator: ``list(cursor)`` runs at C speed
 
     def __next__(self) -> dict[str, Any]:
         return next(self._read())
