@@ -635,10 +635,43 @@ class LocalCollection:
                         skip = int(stages.pop(0)["$skip"])
                     if stages and list(stages[0]) == ["$limit"]:
                         limit = int(stages.pop(0)["$limit"])
-            docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
+            grouped = self._grouped(state, table, filt, stages) if table is not None and sort is None else None
+            if grouped is not None:
+                docs, stages = grouped, stages[1:]
+            else:
+                docs = [d for d, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
             if not stages:
                 return docs
             return list(_pipeline(docs, self.database, stages, None))
+
+    def _grouped(
+        self, state: _Thread, table: Table, filt: Mapping[str, Any], stages: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """The output of a first ``$group`` SQL can answer (``sqlquery.group_sql``) over a filter SQL decides
+        alone: counted in SQL, no document read; None otherwise."""
+        if not stages or list(stages[0]) != ["$group"]:
+            return None
+        t = sq.translate(filt, table.usable)
+        group = sq.group_sql(stages[0]["$group"], table.usable)
+        if t.residual is not None or group is None:
+            return None
+        for col in group.bare:  # a missing field compares unlike null: SQL answers only where none is missing
+            missing = f'SELECT 1 FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL LIMIT 1'
+            if state.conn.execute(missing, t.params).fetchone():
+                return None
+        key = [f'"{group.by}"'] if group.by else []
+        sql = f'SELECT {", ".join([*key, *group.select, "count(*)"])} FROM "{table.tbl}" WHERE {t.where}'
+        if group.by:
+            sql += f' GROUP BY "{group.by}"'
+        out = []
+        for row in state.conn.execute(sql, [*group.params, *t.params]):
+            if not row[-1]:
+                continue  # no document, no group (MongoDB answers nothing for _id: null over no documents)
+            values = list(row[len(key) : -1])
+            out.append(
+                {"_id": _from_column(row[0]) if group.by else None, **dict(zip(group.fields, values, strict=True))}
+            )
+        return out
 
     def index_information(self) -> dict[str, dict[str, Any]]:
         info: dict[str, dict[str, Any]] = {"_id_": {"key": [("_id", 1)], "v": 2}}

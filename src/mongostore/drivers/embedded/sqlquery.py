@@ -278,6 +278,95 @@ def order_by(sort: Sequence[tuple[str, int]] | None, columns: Mapping[str, str])
     return " ORDER BY " + ", ".join(parts)
 
 
+# --------------------------------------------------------------------------- $group
+
+
+@dataclass
+class GroupSQL:
+    """A ``$group`` stage as SQL: ``select`` (one expression per output field in ``fields``) with
+    ``params``; ``by``: the grouping column (None: one group of everything); ``bare``: columns compared
+    without ``$ifNull``, exact only where no document lacks the field (missing is not null there)."""
+
+    by: str | None
+    fields: list[str]
+    select: list[str]
+    params: list[Any]
+    bare: set[str] = field(default_factory=set)
+
+
+_AGG_SIGNS = {"$eq": "=", "$ne": "!=", "$lt": "<", "$lte": "<=", "$gt": ">", "$gte": ">="}
+
+
+def _agg_condition(cond: Any, columns: Mapping[str, str], params: list[Any], bare: set[str]) -> str:
+    """An aggregation comparison (BSON order: null and missing below strings, strings below dates) on
+    a plain column, as SQL; raises ``_Unplain`` for anything else."""
+    if isinstance(cond, Mapping) and len(cond) == 1 and "$and" in cond and isinstance(cond["$and"], list):
+        return "(" + " AND ".join(_agg_condition(c, columns, params, bare) for c in cond["$and"]) + ")"
+    if not (isinstance(cond, Mapping) and len(cond) == 1):
+        raise _Unplain
+    ((op, args),) = cond.items()
+    if op not in _AGG_SIGNS or not isinstance(args, list) or len(args) != 2:
+        raise _Unplain
+    field, literal = args
+    null_is_null = False  # ``{$ifNull: ["$f", null]}``: a missing field is null (a bare missing one is not)
+    if isinstance(field, Mapping) and list(field) == ["$ifNull"] and field["$ifNull"][1:] == [None]:
+        field, null_is_null = field["$ifNull"][0], True
+    if not (isinstance(field, str) and field.startswith("$") and field[1:] in columns):
+        raise _Unplain
+    col = f'"{columns[field[1:]]}"'
+    if not null_is_null:
+        bare.add(columns[field[1:]])
+    if literal is None:
+        if not null_is_null:
+            raise _Unplain
+        return {"$eq": f"{col} IS NULL", "$ne": f"{col} IS NOT NULL", "$lt": "0", "$lte": f"{col} IS NULL",
+                "$gt": f"{col} IS NOT NULL", "$gte": "1"}[op]  # fmt: skip
+    params.append(_operand(literal))
+    if op in ("$lt", "$lte", "$ne"):  # null / missing are below every string and date: true for them
+        return f"({col} IS NULL OR {col} {_AGG_SIGNS[op]} ?)"
+    return f"({col} IS NOT NULL AND {col} {_AGG_SIGNS[op]} ?)"
+
+
+def group_sql(spec: Mapping[str, Any], columns: Mapping[str, str]) -> GroupSQL | None:
+    """A ``$group`` SQL can answer: ``_id`` null or one plain column, and counts (``$sum: 1``) or counts of a
+    condition (``$sum: {$cond: [<comparison>, 1, 0]}``); None for anything else (mongomock runs it)."""
+    key = spec.get("_id")
+    by: str | None = None
+    if key is not None:
+        if not (isinstance(key, str) and key.startswith("$") and key[1:] in columns):
+            return None
+        by = columns[key[1:]]
+    fields: list[str] = []
+    select: list[str] = []
+    params: list[Any] = []
+    bare: set[str] = set()
+    try:
+        for name, acc in spec.items():
+            if name == "_id":
+                continue
+            if not (isinstance(acc, Mapping) and list(acc) == ["$sum"]):
+                return None
+            term = acc["$sum"]
+            if term == 1 and type(term) is int:
+                select.append("count(*)")
+            elif (
+                isinstance(term, Mapping)
+                and list(term) == ["$cond"]
+                and isinstance(term["$cond"], list)
+                and len(term["$cond"]) == 3
+                and [type(v) for v in term["$cond"][1:]] == [int, int]
+                and term["$cond"][1:] == [1, 0]
+            ):
+                condition = _agg_condition(term["$cond"][0], columns, params, bare)
+                select.append(f"sum(CASE WHEN {condition} THEN 1 ELSE 0 END)")
+            else:
+                return None
+            fields.append(name)
+    except _Unplain:
+        return None
+    return GroupSQL(by, fields, select, params, bare)
+
+
 # --------------------------------------------------------------------------- projections
 
 
