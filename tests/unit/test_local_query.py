@@ -247,3 +247,14 @@ def test_a_group_sql_can_count_reads_no_document(tmp_path: Path) -> None:
     )
     assert got == [{"_id": None, "n": 10, "old": 3}]
     assert not [s for s in seen if "doc" in s.split("FROM")[0]]
+
+
+def test_string_equality_on_arrays_without_mongomock_matches_mongomock(pair: tuple[LocalCollection, Any]) -> None:
+    """The residual ``{field: "string"}`` answered in Python (the vectors' ``ns_prefixes`` check) selects what
+    mongomock selects: the string itself, or an array holding it; never a number, a nested array or a dict."""
+    from mongostore.drivers.embedded.collection import _matches
+
+    _, theirs = pair
+    for doc in theirs.find({}):
+        for value in ("a", "x", "b", ""):
+            assert _matches({"m": value}, doc) == mongomock.filtering.filter_applies({"m": value}, doc), (doc, value)

@@ -53,10 +53,17 @@ _BATCH = 1000  # rows decoded at once
 
 
 def _matches(filt: Any, doc: Any) -> bool:
-    if len(filt) == 1:  # ``{field: {"$exists": bool}}`` on a top-level field: no need to ask mongomock
-        ((name, spec),) = filt.items()
-        if isinstance(spec, dict) and len(spec) == 1 and type(spec.get("$exists")) is bool and "." not in name:
+    if len(filt) == 1 and "." not in (name := next(iter(filt))) and not name.startswith("$"):
+        # Two shapes answered without mongomock, as MongoDB does on a top-level field: ``{f: {"$exists": b}}``,
+        # and equality with a string (the value, or an element of an array: the vectors' ``ns_prefixes``).
+        spec = filt[name]
+        if isinstance(spec, dict) and len(spec) == 1 and type(spec.get("$exists")) is bool:
             return (name in doc) is spec["$exists"]
+        if type(spec) is str:
+            value = doc.get(name)
+            if type(value) is list:
+                return any(type(v) is str and v == spec for v in value)
+            return type(value) is str and value == spec
     from mongomock import filtering
 
     return bool(filtering.filter_applies(filt, doc))
@@ -492,7 +499,8 @@ class LocalCollection:
             raise self.engine.translate_error(exc) from None
         matches = (
             (doc, key, np_fields)
-            for doc, key, np_fields in ((decode(b), k, n) for b, k, n in cursor)
+            for rows in iter(lambda: cursor.fetchmany(_BATCH), [])
+            for doc, (_, key, np_fields) in zip(decode_many([r[0] for r in rows]), rows, strict=True)
             if residual is None or _matches(residual, doc)
         )
         if python_sort:
