@@ -328,35 +328,39 @@ def _keys(keys: Any, direction: Any = None) -> list[tuple[str, Any]]:
 
 
 class _Deferred:
-    """An iterator over ``read()``'s list, called on the first ``next`` (no I/O before)."""
+    """A cursor over ``read()``'s documents, called on the first read (no I/O before)."""
 
     def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
         self._read = read
         self._docs: Iterator[dict[str, Any]] | None = None
 
-    def __iter__(self) -> _Deferred:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
+    def _iter(self) -> Iterator[dict[str, Any]]:
         if self._docs is None:
             self._docs = iter(self._read())
-        return next(self._docs)
+        return self._docs
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._iter()  # the documents' own iterator: ``list(cursor)`` runs at C speed
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._iter())
 
     def close(self) -> None:
         self._docs = iter(())
 
+    def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        rest = list(self._iter())
+        return rest if length is None else rest[:length]
 
-class LocalCursor:
-    """``find``'s cursor: options are recorded; the first read runs the query (in a transaction)."""
+
+class LocalCursor(_Deferred):
+    """``find``'s cursor: ``sort``/``skip``/``limit`` are recorded until the first read runs the query."""
 
     def __init__(self, coll: LocalCollection, filter: Any, projection: Any, **options: Any) -> None:
-        self._coll = coll
-        self._filter = filter or {}
-        self._projection = projection
+        super().__init__(lambda: coll.select(filter or {}, self._sort, self._skip, self._limit, projection))
         self._sort: list[tuple[str, Any]] | None = None
         self._skip = 0
         self._limit = 0
-        self._docs: Iterator[dict[str, Any]] | None = None
         if options.get("sort"):
             self.sort(options["sort"])
         self.skip(options.get("skip") or 0)
@@ -376,24 +380,6 @@ class LocalCursor:
 
     def batch_size(self, _: int) -> LocalCursor:
         return self
-
-    def _read(self) -> Iterator[dict[str, Any]]:
-        if self._docs is None:
-            self._docs = iter(self._coll.select(self._filter, self._sort, self._skip, self._limit, self._projection))
-        return self._docs
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self._read()  # the documents' own iterator: ``list(cursor)`` runs at C speed
-
-    def __next__(self) -> dict[str, Any]:
-        return next(self._read())
-
-    def close(self) -> None:
-        self._docs = iter(())
-
-    def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
-        rest = list(self._read())
-        return rest if length is None else rest[:length]
 
 
 class LocalCollection:
@@ -457,11 +443,12 @@ class LocalCollection:
         residual = t.residual
         include = set(table.include)
         coverable = covered is not None and set(covered) <= include and not python_sort
+        paged = f"{rest} LIMIT ? OFFSET ?" if limit or skip else rest  # when SQL decides the filter alone
+        paged_params = [*params, limit or -1, skip] if limit or skip else params
         try:
             if coverable and (residual is None or (sq.filter_fields(residual) or {"$"}) <= include | {"_id"}):
-                if residual is None and (limit or skip):
-                    rest += " LIMIT ? OFFSET ?"
-                    params += [limit or -1, skip]
+                if residual is None:
+                    rest, params = paged, paged_params
                 rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
                 docs: Iterable[tuple[dict[str, Any], Any, str | None]]
                 if not table.include:  # no inc column values: the ``_id`` s alone
@@ -474,10 +461,7 @@ class LocalCollection:
                     yield from _page((m for m in docs if _matches(residual, m[0])), skip, limit)
                 return
             if residual is None and not python_sort:
-                if limit or skip:
-                    rest += " LIMIT ? OFFSET ?"
-                    params += [limit or -1, skip]
-                cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
+                cursor = state.conn.execute(f"SELECT doc, id, np {paged}", paged_params)
                 for rows in iter(lambda: cursor.fetchmany(_BATCH), []):
                     for doc, (_, key, np_fields) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
                         yield doc, key, np_fields
@@ -594,7 +578,7 @@ class LocalCollection:
                 cursor = state.conn.execute(nulls, t.params)
                 for (blob,) in cursor:
                     doc = decode(blob)
-                    if sq.field_value(doc, key) is None and _has_path(doc, key):
+                    if sq.lookup(doc, key) is None:  # there, and null (not missing)
                         if all(_matches(c, {key: None}) for c in on_key):
                             out.insert(0, None)
                         break
@@ -605,9 +589,9 @@ class LocalCollection:
         out: list[Any] = []
         seen: set[bytes] = set()
         for doc, _, _ in self._scan(state, table, filt):
-            if not _has_path(doc, key):
+            value = sq.lookup(doc, key)
+            if value is sq.MISSING:
                 continue
-            value = sq.field_value(doc, key)
             for v in value if isinstance(value, list) else [value]:
                 marker = bson.encode({"": v})
                 if marker not in seen:
@@ -921,23 +905,7 @@ class LocalCollection:
 
 def _page(matches: Iterable[_T], skip: int, limit: int) -> Iterator[_T]:
     """``skip`` then at most ``limit`` (0: all) of ``matches``, reading no further than needed."""
-    taken = 0
-    for i, match in enumerate(matches):
-        if i < skip:
-            continue
-        yield match
-        taken += 1
-        if limit and taken >= limit:
-            return
-
-
-def _has_path(doc: Mapping[str, Any], path: str) -> bool:
-    cur: Any = doc
-    for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return False
-        cur = cur[part]
-    return True
+    return itertools.islice(matches, skip, skip + limit if limit else None)
 
 
 class _Writer:

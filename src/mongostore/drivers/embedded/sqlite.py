@@ -254,23 +254,29 @@ class LocalDB:
                 "an async operation of the same store that this loop runs: use the async store's methods "
                 "there, or make the synchronous call from a thread (asyncio.to_thread)"
             )
-        conn = state.conn
         try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
+            if not self._take_write_lock(state):
                 if self.on_wait is not None:
                     self.on_wait(f"waiting for another process writing {self.path}")
-                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
-                conn.execute("BEGIN IMMEDIATE")
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
+                state.conn.execute("BEGIN IMMEDIATE")  # waits up to LOCK_WAIT (the connection's busy timeout)
         except sqlite3.Error as exc:
             raise self.translate_error(exc) from None
         state.txn = "write"
+
+    @staticmethod
+    def _take_write_lock(state: _Thread) -> bool:
+        """``BEGIN IMMEDIATE`` if no other connection writes now, without waiting; False if one does."""
+        conn = state.conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
+        return True
 
     def _exec(self, state: _Thread, sql: str) -> None:
         try:
@@ -345,12 +351,10 @@ class LocalDB:
         if not due:
             return
         try:  # never waits: a read is not held up by another process's write (it deletes next time)
-            state.conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                state.conn.execute("BEGIN IMMEDIATE")
-            finally:
-                state.conn.execute(f"PRAGMA busy_timeout = {int(LOCK_WAIT * 1000)}")
-        except sqlite3.OperationalError:
+            taken = self._take_write_lock(state)
+        except sqlite3.Error as exc:
+            raise self.translate_error(exc) from None
+        if not taken:
             self._expiry_due = 0.0
             return
         state.txn = "write"

@@ -56,14 +56,17 @@ def column_value(value: Any) -> tuple[Any, bool]:
     return None, False
 
 
-def field_value(doc: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted path through sub-documents; None when missing (or reached through an array:
-    such a value is not plain, see ``plain_at``)."""
+#: What ``lookup`` answers for a path the document does not have.
+MISSING: Any = object()
+
+
+def lookup(doc: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path through sub-documents, or ``MISSING``."""
     cur: Any = doc
     for part in path.split("."):
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(part)
+        if not isinstance(cur, Mapping) or part not in cur:
+            return MISSING
+        cur = cur[part]
     return cur
 
 
@@ -200,18 +203,12 @@ class _Translator:
 
     def op(self, col: str, op: str, operand: Any, spec: Mapping[str, Any]) -> tuple[str, bool]:
         q = f'"{col}"'
-        if op == "$eq":
+        if op in ("$eq", "$ne"):
             value = _operand(operand)
             if value is None:
-                return f"{q} IS NULL", True
+                return f"{q} IS {'' if op == '$eq' else 'NOT '}NULL", True
             self.params.append(value)
-            return f"{q} = ?", True
-        if op == "$ne":
-            value = _operand(operand)
-            if value is None:
-                return f"{q} IS NOT NULL", True
-            self.params.append(value)
-            return f"({q} IS NULL OR {q} != ?)", True
+            return (f"{q} = ?" if op == "$eq" else f"({q} IS NULL OR {q} != ?)"), True
         if op in ("$in", "$nin"):
             if not isinstance(operand, (list, tuple)):
                 raise _Unplain
