@@ -273,10 +273,12 @@ class _Fusion:
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The candidate items, and the texts in scope: those the Atlas rankings see (the prefix and the pre-filterable
         conditions), expired or stale ones included (they are dropped after)."""
-        op, cutoff = s.op, state.ctx.expiry_cutoff
+        op, ctx = s.op, state.ctx
         assert state.index is not None
         scope, _ = q.vector_prefilter(op.namespace_prefix, op.filter, state.index.filter_fields)
-        items = q.search_filter(op.namespace_prefix, op.filter, cutoff)
+        if ctx.ranges:  # behind mongos: only the prefix's shards
+            scope = q.all_of([q.shard_range_filter(op.namespace_prefix, "vectors"), scope])
+        items = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.ranges)
         return [
             Find("items", items, {"_id": 1, "vectors": 1, "updated_at": 1}),
             Find("vectors", scope, {**VECTOR_PROJECTION, "_id": 1, r.TEXT_PATH: 1}),
@@ -291,15 +293,10 @@ class _Fusion:
         keys = [str(v["_id"]) for v in vecs]
         cache = ctx.vector_cache if ctx.vector_cache is not None else _vectors.VectorCache(index.dims)
         vector_scores = cache.score_documents(s.query_vector, vecs, index.similarity)
-        # The texts in scope are the whole corpus when the scope is everything (documents
-        # without a text are not in a $search index).
+        # BM25's statistics come from the texts in scope (documents without a text are not in a
+        # $search index): Atlas Search counts them over its whole index, which would cost a read of
+        # every text of the store per search (issue 34); docs/decisions.md says where rankings differ.
         corpus = [v[r.TEXT_PATH] for v in vecs if isinstance(v.get(r.TEXT_PATH), str)]
-        if q.vector_prefilter(op.namespace_prefix, op.filter, index.filter_fields)[0]:
-            # Atlas Search counts BM25's statistics over its whole index (every text of the
-            # vectors collection), not over the scope: read them all, score only those in scope.
-            everything = {r.TEXT_PATH: {"$exists": True}}
-            docs = yield Find("vectors", everything, {"_id": 0, r.TEXT_PATH: 1}, batch_size=LARGE_BATCH)
-            corpus = [d[r.TEXT_PATH] for d in docs if isinstance(d.get(r.TEXT_PATH), str)]
         text_scores = r.lexical_scores(str(op.query), [str(v.get(r.TEXT_PATH) or "") for v in vecs], corpus)
         fused = r.local_fusion(keys, vector_scores, text_scores, index.hybrid)
         valid = {d["_id"]: set(d.get("vectors") or ()) for d in items}

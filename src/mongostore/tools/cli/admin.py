@@ -16,7 +16,7 @@ from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
 from mongostore.core.codec import as_utc
-from mongostore.core.queries import item_indexes, not_expired, prefix_filter, vector_indexes
+from mongostore.core.queries import item_indexes, not_expired, prefix_filter, shard_range_filter, vector_indexes
 from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
@@ -217,7 +217,8 @@ def cmd_reindex(ctx: Ctx) -> int:
     prefix, after = a.prefix_ns, a.after_id
     store.setup()  # the vector index must match the current dims before vectors are written
     now = datetime.now(timezone.utc)
-    clauses = [c for c in (prefix_filter(prefix), not_expired(now)) if c]
+    # The prefix's _id range too: behind mongos the count and every page reach only its shards.
+    clauses = [c for c in (prefix_filter(prefix), shard_range_filter(prefix), not_expired(now)) if c]
     if not a.all:
         clauses.append({"vectors": {"$exists": True}})
 

@@ -18,7 +18,7 @@ from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
 from mongostore.core.codec import as_utc, check_value, item_id
-from mongostore.core.queries import not_expired, prefix_filter
+from mongostore.core.queries import all_of, not_expired, prefix_filter, shard_range_filter
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
@@ -98,7 +98,8 @@ def check_out_file(target: str, option: str) -> None:
 
 def cmd_export(ctx: Ctx) -> int:
     prefix = ctx.args.prefix_ns
-    filt = {"$and": [c for c in (prefix_filter(prefix), not_expired(datetime.now(timezone.utc))) if c]}
+    # The prefix's _id range too: behind mongos the count and the cursor reach only its shards.
+    filt = all_of([prefix_filter(prefix), shard_range_filter(prefix), not_expired(datetime.now(timezone.utc))])
     total = ctx.store.collection.count_documents(filt)
     fields = ("namespace", "key", "value", "created_at", "updated_at", "ttl_minutes", "vectors")
     target = ctx.args.out
