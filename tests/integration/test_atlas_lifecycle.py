@@ -356,7 +356,8 @@ async def test_sweep_counts_items_only_on_the_client_bulk_write_path(make: Make)
     assert api.store._io.server.client_bulk_write  # type: ignore[union-attr]
     assert await api.sweep_ttl() == 1
     assert [i.key for i in await api.search(("u",))] == ["b"]
-    assert len(await api.docs("vectors")) == 1
+    # a's vector expires VECTOR_GRACE after its item (issue 34: a TTL refresh racing the sweep finds it)
+    assert sorted(v["item_id"] for v in await api.docs("vectors")) == ["u.\x00a", "u.\x00b"]
 
 
 async def test_vectors_in_another_database_are_refused(kind: str) -> None:

@@ -18,7 +18,7 @@ from pymongo.errors import OperationFailure
 from mongostore import InvalidValueError
 from mongostore.config import IndexSettings, TTLSettings, index_settings
 from mongostore.core import queries as q
-from mongostore.core.codec import item_id, text_hash, vector_id
+from mongostore.core.codec import item_id, text_hash
 from mongostore.core.plan import (
     BatchState,
     PlanContext,
@@ -208,7 +208,7 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
     state = validate_phase(ops, context(ttl=ttl))
     a = doc(("u",), "a", {"v": 1}, ttl_minutes=5.0)
     answers = [
-        [{"item_id": item_id(("u",), "b"), "field": "text", "text_hash": "h1"}],
+        [{"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "write_id": 1, "embedding": b"e"}],
         [{"_id": ["u"]}],
         [a],
         [a],
@@ -219,7 +219,8 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
     assert [r.key for r in state.results[1]] == ["a"]  # type: ignore[union-attr]
     assert state.results[2] == [("u",)]
     assert state.refresh == {a["_id"]: 5.0} and state.refreshers == {a["_id"]: [0, 1]}
-    assert state.stored == {item_id(("u",), "b"): {"text": "h1"}}
+    stored = {"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "write_id": 1, "embedding": b"e"}
+    assert state.stored == {item_id(("u",), "b"): {"h1": stored}}
 
 
 # --------------------------------------------------------------------------- embed
@@ -228,7 +229,8 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
 def test_embed_phase_embeds_only_texts_whose_hash_changed() -> None:
     ops = [PutOp(("u",), "a", {"text": "same"}), PutOp(("u",), "b", {"text": "new"}), PutOp(("u",), "c", None)]
     state = validate_phase(ops, context())
-    state.stored = {item_id(("u",), "a"): {"text": text_hash("text", "same")}}
+    same = text_hash("text", "same")
+    state.stored = {item_id(("u",), "a"): {same: {"_id": "v", "text_hash": same, "embedding": b"stored"}}}
     emb = HashingEmbeddings(4)
     steps, _ = run(embed_phase(state), lambda step: emb.embed_documents(list(step.texts)))  # type: ignore[attr-defined]
     assert steps == [Embed(("new",))]
@@ -283,7 +285,7 @@ def test_rank_phase_ranks_locally_from_the_read_candidates() -> None:
 
     def answer(step: Step) -> Any:
         assert isinstance(step, Parallel)
-        return [[a], [{"_id": vector_id(a["_id"], "text"), "text_hash": ha}], [b]]
+        return [[a], [{"item_id": a["_id"], "text_hash": ha}], [b]]
 
     steps, _ = run(rank_phase(state), answer)
     # One trip: the scored page's items, the check of their vectors, and the unscored ones, newest first.

@@ -430,37 +430,71 @@ def test_delete_item_requests() -> None:
     assert q.delete_item_requests(("a",), "k", with_vectors=False) == [
         q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"})
     ]
-    assert q.delete_item_requests(("a",), "k", with_vectors=True) == [
-        q.WriteRequest("vectors", "delete_many", {"item_id": "a.\x00k"}),
+    # vectors: those the batch read (by write_id) and those not written for VECTOR_GRACE, never another's in flight
+    assert q.delete_item_requests(("a",), "k", with_vectors=True, seen=["w1"], now=NOW) == [
+        q.WriteRequest(
+            "vectors",
+            "delete_many",
+            {
+                "item_id": "a.\x00k",
+                "$or": [{"write_id": {"$in": ["w1"]}}, {"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}],
+            },
+        ),
         q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"}),
     ]
 
 
 def test_refresh_ttl_requests_one_update_per_distinct_ttl() -> None:
     reqs = q.refresh_ttl_requests("items", {1.0: ["x", "y"], 0.5: ["z"]}, NOW)
+    alive = {"expires_at": {"$gt": NOW - q.VECTOR_GRACE / 2}}  # an item long expired is not revived
     assert reqs == [
         q.WriteRequest(
-            "items", "update_many", {"_id": {"$in": ["z"]}}, {"$set": {"expires_at": NOW + timedelta(seconds=30)}}
+            "items",
+            "update_many",
+            {"_id": {"$in": ["z"]}, **alive},
+            {"$set": {"expires_at": NOW + timedelta(seconds=30)}},
         ),
         q.WriteRequest(
-            "items", "update_many", {"_id": {"$in": ["x", "y"]}}, {"$set": {"expires_at": NOW + timedelta(minutes=1)}}
+            "items",
+            "update_many",
+            {"_id": {"$in": ["x", "y"]}, **alive},
+            {"$set": {"expires_at": NOW + timedelta(minutes=1)}},
         ),
     ]
     # A refresh never touches updated_at: it is not a modification.
     assert all("updated_at" not in (r.update or {})["$set"] for r in reqs)
 
 
-def test_refresh_ttl_requests_on_vectors_use_item_id() -> None:
+def test_refresh_ttl_requests_on_vectors_use_item_id_and_outlive_the_item() -> None:
     (req,) = q.refresh_ttl_requests("vectors", {2.0: ["x"]}, NOW, id_field="item_id")
     assert req.filter == {"item_id": {"$in": ["x"]}}
     assert req.role == "vectors"
+    assert req.update == {"$set": {"expires_at": NOW + timedelta(minutes=2) + q.VECTOR_GRACE}}
 
 
-def test_prune_vectors_request() -> None:
-    assert q.prune_vectors_request(("a",), "k", ["f"]) == q.WriteRequest(
-        "vectors", "delete_many", {"item_id": "a.\x00k", "field": {"$nin": ["f"]}}
+def test_stale_vectors_request() -> None:
+    assert q.stale_vectors_request(("a",), "k", ["h"], ["w1", "w2"], NOW) == q.WriteRequest(
+        "vectors",
+        "delete_many",
+        {
+            "item_id": "a.\x00k",
+            "text_hash": {"$nin": ["h"]},
+            "$or": [{"write_id": {"$in": ["w1", "w2"]}}, {"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}],
+        },
     )
-    assert q.prune_vectors_request(("a",), "k", []) == q.WriteRequest("vectors", "delete_many", {"item_id": "a.\x00k"})
+    old_only = q.stale_vectors_request(("a",), "k", [], [], NOW)
+    assert old_only.filter == {"item_id": "a.\x00k", "$or": [{"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}]}
+
+
+def test_put_vector_request_writes_the_whole_document_keyed_by_its_text() -> None:
+    req = q.put_vector_request(("a",), "k", "text", "h1", [0.5, 0.5], {}, NOW, 1.0, write_id="w")
+    assert req.filter == {"_id": "a.\x00k\x00h1"} and req.upsert
+    set_ = req.update["$set"]  # type: ignore[call-overload]
+    assert set_["write_id"] == "w" and set_["text_hash"] == "h1" and set_["updated_at"] == NOW
+    assert set_["expires_at"] == NOW + timedelta(minutes=1) + q.VECTOR_GRACE
+    assert q.put_vector_request(("a",), "k", "text", "h1", None, {}, NOW, None, vid="legacy").filter == {
+        "_id": "legacy"
+    }
 
 
 # --------------------------------------------------------------------------- indexes

@@ -47,7 +47,7 @@ def test_the_range_holds_exactly_the_ids_under_the_prefix() -> None:
         for ns, iid in ids:
             inside = lo <= iid.encode() < hi
             assert inside == (ns[: len(prefix)] == prefix), (prefix, ns)
-            vid = vector_id(iid, "text")
+            vid = vector_id(iid, "0123456789abcdef01234567")
             assert (lo <= vid.encode() < hi) == inside
 
 
@@ -112,20 +112,12 @@ def test_targeted_writes_add_item_id_to_vector_writes_only() -> None:
     iid = item_id(ns, key)
     vec = q.put_vector_request(ns, key, "text", "h", [0.5, 0.5], {}, NOW, None)
     item = q.put_item_request(ns, key, {"text": "x"}, NOW, None, ["h"])
-    prune = q.prune_vectors_request(ns, key, ["text"])
+    prune = q.stale_vectors_request(ns, key, ["h"], [], NOW)
     out = q.targeted_writes([vec, item, prune])
-    assert out[0].filter == {"_id": vector_id(iid, "text"), "item_id": iid}
+    assert out[0].filter == {"_id": vector_id(iid, "h"), "item_id": iid}
     assert out[0].update == vec.update and out[0].upsert
     assert out[1] is item and out[2] is prune
-    assert vec.filter == {"_id": vector_id(iid, "text")}  # the request given is not changed
-
-
-def test_held_vectors_filter() -> None:
-    assert q.held_vectors_filter(["v1"], ["i1"], False) == {"_id": {"$in": ["v1"]}}
-    assert q.held_vectors_filter(["v1", "v2"], ["i1", "i1"], True) == {
-        "_id": {"$in": ["v1", "v2"]},
-        "item_id": {"$in": ["i1"]},
-    }
+    assert vec.filter == {"_id": vector_id(iid, "h")}  # the request given is not changed
 
 
 @pytest.mark.parametrize(

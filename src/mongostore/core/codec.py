@@ -89,8 +89,10 @@ def vectors_name(items_name: str) -> str:
     return f"{items_name}_vectors"
 
 
-def vector_id(item: str, field: str) -> str:
-    return item + "\x00" + field
+def vector_id(item: str, hash_: str) -> str:
+    """One vector document per (item, text hash): a text's vector is never overwritten by another's.
+    (Stores written before issue 34 keyed it by field, ``item + NUL + field``: read and rewritten as found.)"""
+    return item + "\x00" + hash_
 
 
 def text_hash(field: str, text: str) -> str:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
+from bson import ObjectId
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
 
 from mongostore.config import IndexSettings
@@ -208,7 +209,10 @@ def batch_reads(state: BatchState) -> list[Step]:
         reads.append(Aggregate("items", pipeline))
     if ctx.index is not None and state.puts:
         filt = {"item_id": {"$in": [p.id for p in state.puts.values()]}}
-        projection = {"_id": 0, "item_id": 1, "field": 1, "text_hash": 1}
+        # The embeddings too: a put rewrites each vector it lists, unchanged ones with their stored embedding.
+        projection = dict.fromkeys(("_id", "item_id", "text_hash", "write_id"), 1)
+        if ctx.index.auto_embed is None:
+            projection["embedding"] = 1
         reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
     return reads
 
@@ -240,7 +244,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
             state.results[pos] = [tuple(d["_id"]) for d in answers.pop()]
     if state.index is not None and state.puts:
         for doc in answers.pop():
-            state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
+            state.stored.setdefault(doc["item_id"], {})[doc["text_hash"]] = doc
 
 
 def embed_phase(state: BatchState) -> Plan:
@@ -252,8 +256,8 @@ def embed_phase(state: BatchState) -> Plan:
     to_embed: dict[str, None] = {}
     for p in state.puts.values():
         old = state.stored.get(p.id, {})
-        for fname, (text, h) in p.texts.items():
-            if old.get(fname) != h:
+        for text, h in p.texts.values():
+            if old.get(h, {}).get("embedding") is None:
                 to_embed.setdefault(text)
     if to_embed:
         embedded = yield from embed_texts(tuple(to_embed), index)
@@ -273,7 +277,11 @@ def rank_phase(state: BatchState) -> Plan:
 def write_phase(state: BatchState) -> Plan:
     """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome`` (a failed
     write is reported in it). The time is read now, after the embedding call; each put gets its own
-    millisecond, the last put "now", so newest-first lists a batch in op order."""
+    millisecond, the last put "now", so newest-first lists a batch in op order.
+
+    Items and vectors stay in step under any interleaving of writers (docs/decisions.md, issue 34):
+    a put lists only hashes whose whole vector documents this write (re)writes, and removes only
+    vector documents it read unchanged, or not written for ``VECTOR_GRACE``."""
     now = state.ctx.clock()
     put_ids = {p.id for p in state.puts.values()}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
@@ -311,7 +319,8 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
         if p.value is None:
             if cache is not None:
                 cache.forget(p.id)
-            reqs = q.delete_item_requests(p.namespace, p.key, with_vectors=index is not None)
+            seen = [d["write_id"] for d in state.stored.get(p.id, {}).values() if "write_id" in d]
+            reqs = q.delete_item_requests(p.namespace, p.key, index is not None, seen, now)
             requests.extend(r for r in reqs if r.role == "vectors")
             item_requests.extend(r for r in reqs if r.role == "items")
             continue
@@ -324,30 +333,43 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
 def _vector_requests(
     state: BatchState, p: PendingPut, now: datetime, requests: list[q.WriteRequest], cached: Cached
 ) -> list[str]:
-    """Append one put's vector writes (new texts, pruned fields, retagged unchanged ones); return its hashes."""
+    """Append one put's vector writes (every text's whole document: new ones embedded now, unchanged
+    ones with their stored embedding, under their stored ``_id``) and the removal of its other vectors
+    that no write can still list; return its hashes."""
     index = state.index
     assert index is not None and p.value is not None
     old = state.stored.get(p.id, {})
     filter_values = q.filter_field_values(p.value, index.filter_fields)
     hashes: list[str] = []
-    unchanged = False
     for fname, (text, h) in p.texts.items():
         hashes.append(h)
-        if old.get(fname) == h:
-            unchanged = True
-            continue
+        stored = old.get(h, {})
         vec = None  # automated embedding: Atlas embeds the stored text
         if index.auto_embed is None:
-            vec = state.packed[text]
-            cached.append((len(requests), p.id, fname, h, vec))
+            vec = stored.get("embedding")
+            if vec is None:
+                vec = state.packed[text]
+                cached.append((len(requests), p.id, fname, h, vec))
         stored_text = text if index.stores_text else None
         requests.append(
-            q.put_vector_request(p.namespace, p.key, fname, h, vec, filter_values, now, p.ttl, p.id, stored_text)
+            q.put_vector_request(
+                p.namespace,
+                p.key,
+                fname,
+                h,
+                vec,
+                filter_values,
+                now,
+                p.ttl,
+                p.id,
+                stored_text,
+                write_id=ObjectId(),
+                vid=stored.get("_id", ""),
+            )
         )
-    if old and not p.texts.keys() >= old.keys():
-        requests.append(q.prune_vectors_request(p.namespace, p.key, list(p.texts)))
-    if unchanged:
-        requests.append(q.retag_vectors_request(p.namespace, p.key, filter_values, now, p.ttl))
+    if old.keys() - set(hashes):
+        seen = [d["write_id"] for hh, d in old.items() if hh not in hashes and "write_id" in d]
+        requests.append(q.stale_vectors_request(p.namespace, p.key, hashes, seen, now))
     return hashes
 
 

@@ -25,7 +25,7 @@ from mongostore.config import MAX_CANDIDATES, IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
 from mongostore.core import vectors as _vectors
-from mongostore.core.codec import ITEM_PROJECTION, namespace_path, vector_id
+from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.plan.context import LARGE_BATCH, BatchState, PendingSearch, Plan, PlanContext
 from mongostore.core.plan.probe import is_index_unavailable, no_search_reason
 from mongostore.core.steps import Aggregate, Capabilities, DisableVectorSearch, Find, Parallel, Probe, Step
@@ -235,13 +235,14 @@ class _Local:
         gone: frozenset[tuple[str, str]] = frozenset()
         while True:
             page = ranking.scored[offset:end]
-            held = {vector_id(iid, f): (iid, h) for iid, _, f, h in page}
+            held = [(iid, h) for iid, _, _, h in page]
             reads: list[Step] = []
             if page:
-                reads.append(Find("items", {"_id": {"$in": [p[0] for p in page]}}, PAGE_PROJECTION))
-                held_filter = q.held_vectors_filter(list(held), [p[0] for p in held.values()], ctx.ranges)
+                ids = [iid for iid, _ in held]
+                reads.append(Find("items", {"_id": {"$in": ids}}, PAGE_PROJECTION))
+                held_filter = {"item_id": {"$in": ids}, "text_hash": {"$in": [h for _, h in held]}}
                 check = q.all_of([held_filter, q.not_expired(cutoff)])
-                reads.append(Find("vectors", check, {"_id": 1, "text_hash": 1}))
+                reads.append(Find("vectors", check, {"_id": 0, "item_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
                 # Newest first, as the Atlas path's: items listing no hash, and those whose hashes
                 # have no vector (``ranking.absent``: a failed vector write, a delete racing a re-put).
@@ -254,8 +255,8 @@ class _Local:
             if not reads:
                 return []
             answers = list((yield Parallel(tuple(reads))))
-            stored = {d["_id"]: d["text_hash"] for d in (answers[1] if page else [])}
-            lost = [pair for vid, pair in held.items() if stored.get(vid) != pair[1]]
+            stored = {(d["item_id"], d["text_hash"]) for d in (answers[1] if page else [])}
+            lost = [pair for pair in held if pair not in stored]
             if not lost:
                 break
             # Held rows outlived their vector documents: drop them; their items rank again without them.

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core.codec import plain_value
+from mongostore.core.codec import as_utc, plain_value
 from mongostore.core.plan.context import LARGE_BATCH, Plan
 from mongostore.core.plan.setup import shard_verdicts
 from mongostore.core.steps import (
@@ -21,6 +21,7 @@ from mongostore.core.steps import (
     ListSearchIndexes,
     Parallel,
     Probe,
+    ServerInfo,
     Step,
     Write,
     WriteOutcome,
@@ -28,22 +29,53 @@ from mongostore.core.steps import (
 from mongostore.errors import WriteError
 
 
-def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
-    """Delete expired items (and their vectors): for servers or emulated engines with no TTL monitor."""
+def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") -> Plan:
+    """Delete expired items and vectors (for servers or emulated engines with no TTL monitor), and the
+    vector documents no item lists that were not written for ``VECTOR_GRACE`` (every server: no TTL
+    index can tell them, docs/decisions.md "Issue 34"); returns the number of items deleted."""
     roles: tuple[q.Role, ...] = ("vectors", "items") if with_vectors else ("items",)
     expired = {"expires_at": {"$lte": now}}
-    outcome: WriteOutcome = yield Write(tuple(q.WriteRequest(role, "delete_many", expired) for role in roles))
+    requests = [q.WriteRequest(role, "delete_many", expired) for role in roles]
+    if with_vectors:
+        cutoff = now - q.VECTOR_GRACE
+        stale = yield from stale_vectors_plan(items_collection, cutoff)
+        if stale:
+            # Each one only if still not written since (a put that lists it again rewrites it).
+            ids = {"item_id": {"$in": list({d["item_id"] for d in stale})}, "_id": {"$in": [d["_id"] for d in stale]}}
+            requests.insert(0, q.WriteRequest("vectors", "delete_many", {**ids, "updated_at": {"$lte": cutoff}}))
+    outcome: WriteOutcome = yield Write(tuple(requests))
     if outcome.errors:
         raise WriteError([((), "", f"the TTL sweep's delete failed: {msg}") for _, msg in outcome.errors])
     return outcome.deleted
 
 
-def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
+def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan:
+    """The vector documents no item lists, written at or before ``cutoff`` (None: whenever):
+    ``q.stale_vectors_pipeline`` on a server, two plain reads on an engine in this process."""
+    caps: Capabilities = yield ServerInfo()
+    if not caps.emulated:
+        return (yield Aggregate("vectors", q.stale_vectors_pipeline(items_collection, cutoff), LARGE_BATCH))
+    written = {"updated_at": {"$lte": cutoff}} if cutoff is not None else {}
+    items, vectors = yield Parallel(
+        (
+            Find("items", {"vectors": {"$exists": True}}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
+            Find("vectors", written, {"_id": 1, "item_id": 1, "text_hash": 1, "updated_at": 1}, batch_size=LARGE_BATCH),
+        )
+    )
+    return q.unlisted_vectors(items, vectors)
+
+
+def status_plan(
+    index: IndexSettings | None, vectors_collection: str, items_collection: str = "", now: datetime | None = None
+) -> Plan:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
-    (unscored by semantic search until their next put re-embeds them). ``cluster``: behind
-    mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
+    (unscored by semantic search until their next put re-embeds them). ``stale_vectors``: vector
+    documents no item lists (a writer that lost a race, a delete racing a put), of which
+    ``stale_vectors_overdue`` were not written for ``VECTOR_GRACE`` before ``now``: the sweep
+    removes those. ``cluster``: behind mongos, each collection's shard key with its verdict
+    (``queries.shard_key_verdict``).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     cluster: dict[str, Any] | None = None  # None off mongos
@@ -56,19 +88,34 @@ def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
             fields = ("key", "verdict", "advice")
             keys = {role: dict(zip(fields, verdict, strict=True)) for role, verdict in verdicts.items()}
             cluster = {"mongos": True, "shard_keys": keys}
+    cutoff = (now or datetime.now(timezone.utc)) - q.VECTOR_GRACE
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
         if caps.emulated:  # an engine in this process: two plain reads, no $lookup per item
+            vector_fields = {"_id": 0, "item_id": 1, "text_hash": 1, "updated_at": 1}
             steps += [
                 Find("items", {}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
-                Find("vectors", {}, {"_id": 0, "item_id": 1, "text_hash": 1}, batch_size=LARGE_BATCH),
+                Find("vectors", {}, vector_fields, batch_size=LARGE_BATCH),
             ]
         else:
-            steps.append(Aggregate("items", q.missing_vectors_pipeline(vectors_collection)))
+            overdue = {"$sum": {"$cond": [{"$lte": ["$updated_at", cutoff]}, 1, 0]}}
+            stale_counts = {"$group": {"_id": None, "n": {"$sum": 1}, "overdue": overdue}}
+            steps += [
+                Aggregate("items", q.missing_vectors_pipeline(vectors_collection)),
+                Aggregate("vectors", [*q.stale_vectors_pipeline(items_collection, None), stale_counts]),
+            ]
     items, item_indexes, *more = yield Parallel(tuple(steps))
-    vectors, vector_indexes, *found = more or (None, None)
-    missing = q.items_missing_vectors(*found) if len(found) == 2 else sum(d["n"] for d in found[0]) if found else 0
+    vectors, vector_indexes, *found = more or (None, None, [], [])
+    missing = stale = overdue_n = 0
+    if index is not None and caps.emulated:
+        listed, held = found
+        missing = q.items_missing_vectors(listed, held)
+        unlisted = q.unlisted_vectors(listed, held)
+        stale, overdue_n = len(unlisted), sum(1 for v in unlisted if as_utc(v["updated_at"]) <= cutoff)
+    elif index is not None:
+        missing = sum(d["n"] for d in found[0])
+        stale, overdue_n = (found[1][0]["n"], found[1][0]["overdue"]) if found[1] else (0, 0)
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -85,6 +132,8 @@ def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
         "vector_indexes": vector_indexes,
         "vector_search_index": search_index,
         "items_missing_vectors": int(missing) if index is not None else None,
+        "stale_vectors": int(stale) if index is not None else None,
+        "stale_vectors_overdue": int(overdue_n) if index is not None else None,
         "detail": caps.detail,
         "cluster": cluster,
     }

@@ -49,14 +49,6 @@ def literal_prefix(conditions: Sequence[MatchCondition] | None) -> tuple[str, ..
     return best
 
 
-def held_vectors_filter(vector_ids: Sequence[str], item_ids: Sequence[str], sharded: bool) -> dict[str, Any]:
-    """Vectors by ``_id``; on a cluster with their items' ``item_id`` s too (targeted by ``$in``)."""
-    filt: dict[str, Any] = {"_id": {"$in": list(vector_ids)}}
-    if sharded:
-        filt["item_id"] = {"$in": list(dict.fromkeys(item_ids))}
-    return filt
-
-
 def shard_key_verdict(role: Role, key: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(verdict, advice)`` for a collection's shard key: ``unsharded``, ``recommended``,
     ``supported`` (works; costs said in the advice) or ``unsupported`` (the store refuses it)."""

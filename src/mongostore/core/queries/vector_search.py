@@ -296,6 +296,28 @@ def items_missing_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[
     return sum(1 for d in items if d.get("vectors") and not set(d["vectors"]) <= held.get(d["_id"], set()))
 
 
+def stale_vectors_pipeline(items_collection: str, cutoff: datetime | None) -> list[dict[str, Any]]:
+    """Vector documents whose item does not list their hash (or is gone), written at or before
+    ``cutoff`` (None: whenever): ``{_id, item_id, updated_at}`` each. A put lists a hash only with
+    its vector written in the same request, so one of these older than ``VECTOR_GRACE`` stays
+    unlisted (``stale_vectors_request``, docs/decisions.md "Issue 34")."""
+    pipeline: list[dict[str, Any]] = [{"$match": {"updated_at": {"$lte": cutoff}}}] if cutoff is not None else []
+    listed = {"$ifNull": [{"$arrayElemAt": ["$_item.vectors", 0]}, []]}
+    return [
+        *pipeline,
+        {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "_item"}},
+        {"$match": {"$expr": {"$not": [{"$in": ["$text_hash", listed]}]}}},
+        {"$project": {"_id": 1, "item_id": 1, "updated_at": 1}},
+    ]
+
+
+def unlisted_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """``stale_vectors_pipeline``'s documents from the items' listed hashes and the vectors, read as
+    they are (an engine in this process: two plain reads, no ``$lookup`` per vector)."""
+    listed = {(d["_id"], h) for d in items for h in d.get("vectors") or ()}
+    return [v for v in vectors if (v["item_id"], v["text_hash"]) not in listed]
+
+
 def _vectors_lookup(vectors_collection: str) -> dict[str, Any]:
     return {"$lookup": {"from": vectors_collection, "localField": "_id", "foreignField": "item_id", "as": "_vectors"}}
 

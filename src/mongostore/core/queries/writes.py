@@ -79,13 +79,44 @@ def put_item_request(
     )
 
 
-def delete_item_requests(namespace: tuple[str, ...], key: str, with_vectors: bool) -> list[WriteRequest]:
-    """Delete one item, and its vector documents first when there is an index."""
-    iid = item_id(namespace, key)
-    reqs = [WriteRequest("items", "delete_one", {"_id": iid}, item=(namespace, key))]
+# How long a vector document is kept after its last write when no item may list it (docs/decisions.md,
+# "Issue 34 (parts 1-2)"). A put lists only the hashes whose vector documents the same write (re)writes,
+# and each write lands within half of it after its clock was read: so a vector not written for this long
+# is one no write in flight can list, and expired items' vectors expire this much later than their items
+# (a TTL refresh landing meanwhile still finds them).
+VECTOR_GRACE = timedelta(minutes=10)
+
+
+def delete_item_requests(
+    namespace: tuple[str, ...], key: str, with_vectors: bool, seen: Sequence[Any] = (), now: datetime | None = None
+) -> list[WriteRequest]:
+    """Delete one item, and first, with an index, the vector documents no write can still list
+    (``stale_vectors_request``: ``seen`` the ``write_id`` s read before, ``now`` the write clock)."""
+    reqs = [WriteRequest("items", "delete_one", {"_id": item_id(namespace, key)}, item=(namespace, key))]
     if with_vectors:
-        reqs.insert(0, WriteRequest("vectors", "delete_many", {"item_id": iid}, item=(namespace, key)))
+        reqs.insert(0, stale_vectors_request(namespace, key, (), seen, now))
     return reqs
+
+
+def stale_vectors_request(
+    namespace: tuple[str, ...],
+    key: str,
+    keep_hashes: Sequence[str],
+    seen: Sequence[Any],
+    now: datetime | None,
+) -> WriteRequest:
+    """Remove an item's vector documents of hashes other than ``keep_hashes`` that no concurrent write
+    can still list: those this batch read (``seen``: their ``write_id`` s; a put that rewrote one since
+    gave it a new one) and those not written for ``VECTOR_GRACE`` before ``now``. Younger ones (another
+    writer's, in flight) stay until a later put of the item or the sweep (``stale_vectors_pipeline``)."""
+    filt: dict[str, Any] = {"item_id": item_id(namespace, key)}
+    if keep_hashes:
+        filt["text_hash"] = {"$nin": list(keep_hashes)}
+    safe: list[dict[str, Any]] = [{"write_id": {"$in": list(seen)}}] if seen else []
+    if now is not None:
+        safe.append({"updated_at": {"$lte": now - VECTOR_GRACE}})
+    filt["$or"] = safe or [{"write_id": {"$in": []}}]
+    return WriteRequest("vectors", "delete_many", filt, item=(namespace, key))
 
 
 _FLOAT32 = BinaryVectorDtype.FLOAT32.value[0]  # 0x27; the padding byte after it is 0
@@ -126,72 +157,64 @@ def put_vector_request(
     ttl_minutes: float | None,
     iid: str = "",
     text: str | None = None,
+    write_id: Any = None,
+    vid: str = "",
 ) -> WriteRequest:
-    """Upsert of one vector document (one indexed field), its embedding a packed float32 BinData vector:
+    """Upsert of one vector document (one indexed text), its embedding a packed float32 BinData vector:
     what Atlas indexes most compactly, a third of an array of doubles; ``iid`` as in ``put_item_request``.
-    ``text``: stored too (``$search``, ``$rerank`` read it); no ``embedding``: Atlas embeds the text."""
+    ``text``: stored too (``$search``, ``$rerank`` read it); no ``embedding``: Atlas embeds the text.
+
+    The whole document, every time (an unchanged text's with its stored embedding): the item write
+    beside it may list the hash after a concurrent delete removed it. ``_id`` is ``vector_id`` (one
+    document per text, so two writers' texts never overwrite each other) unless ``vid`` names the
+    stored one; ``write_id`` tells this write from every other (``stale_vectors_request``); the expiry
+    is the item's plus ``VECTOR_GRACE``."""
     iid = iid or item_id(namespace, key)
-    update = _retag_update(value_fields, now, ttl_minutes)
-    update["$set"].update(item_id=iid, field=field_name, text_hash=hash_, ns_prefixes=ancestor_paths(namespace))
-    if embedding is None:
-        update.setdefault("$unset", {})["embedding"] = ""
-    else:
-        update["$set"]["embedding"] = embedding if isinstance(embedding, Binary) else float32_vector(embedding)
-    if text is not None:
-        update["$set"]["text"] = text  # retrieval.TEXT_PATH
-    return WriteRequest(
-        "vectors", "update_one", {"_id": vector_id(iid, field_name)}, update, upsert=True, item=(namespace, key)
-    )
-
-
-def retag_vectors_request(
-    namespace: tuple[str, ...],
-    key: str,
-    value_fields: Mapping[str, Any],
-    now: datetime,
-    ttl_minutes: float | None,
-) -> WriteRequest:
-    """Keep unchanged vectors of a re-put item in step with it (expiry, filter fields)."""
-    update = _retag_update(value_fields, now, ttl_minutes)
-    return WriteRequest("vectors", "update_many", {"item_id": item_id(namespace, key)}, update, item=(namespace, key))
-
-
-def _retag_update(value_fields: Mapping[str, Any], now: datetime, ttl_minutes: float | None) -> dict[str, Any]:
-    """``$set`` the filter fields' values and the expiry, ``$unset`` those the item no longer has."""
-    set_: dict[str, Any] = {"updated_at": now}
+    set_: dict[str, Any] = {
+        "item_id": iid,
+        "field": field_name,
+        "text_hash": hash_,
+        "ns_prefixes": ancestor_paths(namespace),
+        "updated_at": now,
+    }
     unset: dict[str, Any] = {}
+    if write_id is not None:
+        set_["write_id"] = write_id
     if value_fields:
         set_["value"] = dict(value_fields)
     else:
         unset["value"] = ""
     if ttl_minutes is not None:
-        set_["expires_at"] = now + timedelta(minutes=ttl_minutes)
+        set_["expires_at"] = now + timedelta(minutes=ttl_minutes) + VECTOR_GRACE
     else:
         unset["expires_at"] = ""
+    if embedding is None:
+        unset["embedding"] = ""
+    else:
+        set_["embedding"] = embedding if isinstance(embedding, Binary) else float32_vector(embedding)
+    if text is not None:
+        set_["text"] = text  # retrieval.TEXT_PATH
     update: dict[str, Any] = {"$set": set_}
     if unset:
         update["$unset"] = unset
-    return update
-
-
-def prune_vectors_request(namespace: tuple[str, ...], key: str, keep_fields: Sequence[str]) -> WriteRequest:
-    """Remove the vectors of fields an item no longer has (or all, for index=False)."""
-    filt: dict[str, Any] = {"item_id": item_id(namespace, key)}
-    if keep_fields:
-        filt["field"] = {"$nin": list(keep_fields)}
-    return WriteRequest("vectors", "delete_many", filt, item=(namespace, key))
+    return WriteRequest(
+        "vectors", "update_one", {"_id": vid or vector_id(iid, hash_)}, update, upsert=True, item=(namespace, key)
+    )
 
 
 def refresh_ttl_requests(
     role: Role, ids_by_ttl: Mapping[float, Sequence[str]], now: datetime, id_field: str = "_id"
 ) -> list[WriteRequest]:
-    """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL)."""
+    """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL); vectors
+    ``VECTOR_GRACE`` later. An item expired for half of it is not revived: its vectors may be gone."""
+    grace = VECTOR_GRACE if role == "vectors" else timedelta(0)
+    alive = {} if role == "vectors" else {"expires_at": {"$gt": now - VECTOR_GRACE / 2}}
     return [
         WriteRequest(
             role,
             "update_many",
-            {id_field: {"$in": list(ids)}},
-            {"$set": {"expires_at": now + timedelta(minutes=ttl)}},
+            {id_field: {"$in": list(ids)}, **alive},
+            {"$set": {"expires_at": now + timedelta(minutes=ttl) + grace}},
         )
         for ttl, ids in sorted(ids_by_ttl.items())
     ]
