@@ -142,6 +142,23 @@ class StoreAPI:
             return await self.store.sweep_ttl()  # type: ignore[misc, no-any-return]
         return self.store.sweep_ttl()  # type: ignore[return-value]
 
+    async def sweep_after_grace(self) -> int:
+        """The sweep as it runs once ``VECTOR_GRACE`` has passed: vector documents no item lists
+        are gone then (issue 34: a delete or a re-put leaves younger ones, which a write in flight
+        may still list); items expiring within the grace go too."""
+        from datetime import datetime, timedelta, timezone
+
+        from mongostore.core import queries as q
+        from mongostore.core.plan import sweep_plan
+        from mongostore.drivers.aio import run_async
+        from mongostore.drivers.sync import run_sync
+
+        later = datetime.now(timezone.utc) + q.VECTOR_GRACE + timedelta(seconds=1)
+        plan = sweep_plan(later, self.store.vectors_collection is not None, self.store.collection.name)
+        if self.is_async:
+            return await run_async(plan, self.store._io)  # type: ignore[arg-type, no-any-return]
+        return run_sync(plan, self.store._io)  # type: ignore[arg-type, no-any-return]
+
     async def aggregate(self, prefix: tuple[str, ...], pipeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.is_async:
             return await self.store.aaggregate(prefix, pipeline)  # type: ignore[union-attr]

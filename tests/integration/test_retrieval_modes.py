@@ -9,6 +9,7 @@ The Atlas path runs the store's real pipelines through ``tests/fakes/atlas.py`` 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from langgraph.store.base import PutOp
 from mongostore import AsyncMongoStore, ConfigurationError, MongoStore, VectorIndexError
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
+from mongostore.core.plan import sweep_plan
 from mongostore.drivers.mongomock_compat import in_memory_collection
+from mongostore.drivers.sync import run_sync
 from mongostore.tools.embeddings import HashingEmbeddings
 
 DIMS = 64
@@ -363,6 +366,9 @@ def test_auto_embed_writes_texts_never_embeds_and_queries_with_text() -> None:
     assert [x.key for x in found][:2] == ["k1", "k2"] and found[-1].key == "k3" and found[-1].score is None
     assert all(-1.0 <= x.score <= 1.0 for x in found if x.score is not None)  # cosine, converted back
     store.put(("u",), "k1", {"text": "pizza with olives"}, index=False)  # index=False removes its texts
+    assert store.status()["stale_vectors"] == 2  # written within VECTOR_GRACE: unlisted until the sweep
+    later = datetime.now(timezone.utc) + q.VECTOR_GRACE + timedelta(seconds=1)
+    run_sync(sweep_plan(later, True, store.collection.name), store._io)
     assert store.vectors_collection.count_documents({"item_id": {"$regex": "k1$"}}) == 0
 
 

@@ -140,12 +140,13 @@ def test_failed_item_write_leaves_no_stale_match_and_next_put_repairs(
         store.put(("a",), "k", {"text": "sushi"})  # vectors landed, the item did not
     monkeypatch.setattr(items, "bulk_write", real_bulk_write, raising=False)
 
-    # the item still says "pizza"; the new "sushi" vector must not match it, and the
-    # overwritten "pizza" vector is gone: the item is returned unscored until repaired
+    # the item still says "pizza" and its "pizza" vector is still there (one vector document per
+    # text since issue 34: the new one overwrote nothing); the "sushi" vector, unlisted, never matches
     assert store.get(("a",), "k").value == {"text": "pizza"}  # type: ignore[union-attr]
-    for query in ("sushi", "pizza"):
-        assert [(i.key, i.score) for i in store.search(("a",), query=query)] == [("k", None)]
-    assert store.status()["items_missing_vectors"] == 1
+    assert [(i.key, i.score) for i in store.search(("a",), query="pizza")] == [("k", pytest.approx(1.0))]
+    [(key, score)] = [(i.key, i.score) for i in store.search(("a",), query="sushi")]
+    assert key == "k" and score is not None and score < 0.99
+    assert store.status()["items_missing_vectors"] == 0 and store.status()["stale_vectors"] == 1
     assert [i.key for i in store.search(("a",))] == ["k"]  # plain search still finds it
     # the next put repairs it, and the text already embedded is not embedded again
     e.reset_counters()
@@ -153,7 +154,7 @@ def test_failed_item_write_leaves_no_stale_match_and_next_put_repairs(
     assert e.calls == 0
     top = store.search(("a",), query="sushi")[0]
     assert top.key == "k" and top.score == pytest.approx(1.0)
-    assert store.status()["items_missing_vectors"] == 0
+    assert store.status()["items_missing_vectors"] == 0 and store.status()["stale_vectors"] == 1  # "pizza" now
 
 
 async def test_async_store_on_the_atlas_double() -> None:

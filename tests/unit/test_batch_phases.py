@@ -208,7 +208,7 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
     state = validate_phase(ops, context(ttl=ttl))
     a = doc(("u",), "a", {"v": 1}, ttl_minutes=5.0)
     answers = [
-        [{"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "write_id": 1, "embedding": b"e"}],
+        [{"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "embedding": b"e"}],
         [{"_id": ["u"]}],
         [a],
         [a],
@@ -219,7 +219,7 @@ def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
     assert [r.key for r in state.results[1]] == ["a"]  # type: ignore[union-attr]
     assert state.results[2] == [("u",)]
     assert state.refresh == {a["_id"]: 5.0} and state.refreshers == {a["_id"]: [0, 1]}
-    stored = {"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "write_id": 1, "embedding": b"e"}
+    stored = {"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "embedding": b"e"}
     assert state.stored == {item_id(("u",), "b"): {"h1": stored}}
 
 

@@ -430,16 +430,9 @@ def test_delete_item_requests() -> None:
     assert q.delete_item_requests(("a",), "k", with_vectors=False) == [
         q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"})
     ]
-    # vectors: those the batch read (by write_id) and those not written for VECTOR_GRACE, never another's in flight
-    assert q.delete_item_requests(("a",), "k", with_vectors=True, seen=["w1"], now=NOW) == [
-        q.WriteRequest(
-            "vectors",
-            "delete_many",
-            {
-                "item_id": "a.\x00k",
-                "$or": [{"write_id": {"$in": ["w1"]}}, {"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}],
-            },
-        ),
+    # vectors: only those not written for VECTOR_GRACE (a younger one may be listed by a write in flight)
+    assert q.delete_item_requests(("a",), "k", with_vectors=True, now=NOW) == [
+        q.WriteRequest("vectors", "delete_many", {"item_id": "a.\x00k", "updated_at": {"$lte": NOW - q.VECTOR_GRACE}}),
         q.WriteRequest("items", "delete_one", {"_id": "a.\x00k"}),
     ]
 
@@ -473,24 +466,20 @@ def test_refresh_ttl_requests_on_vectors_use_item_id_and_outlive_the_item() -> N
 
 
 def test_stale_vectors_request() -> None:
-    assert q.stale_vectors_request(("a",), "k", ["h"], ["w1", "w2"], NOW) == q.WriteRequest(
+    assert q.stale_vectors_request(("a",), "k", ["h"], NOW) == q.WriteRequest(
         "vectors",
         "delete_many",
-        {
-            "item_id": "a.\x00k",
-            "text_hash": {"$nin": ["h"]},
-            "$or": [{"write_id": {"$in": ["w1", "w2"]}}, {"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}],
-        },
+        {"item_id": "a.\x00k", "text_hash": {"$nin": ["h"]}, "updated_at": {"$lte": NOW - q.VECTOR_GRACE}},
     )
-    old_only = q.stale_vectors_request(("a",), "k", [], [], NOW)
-    assert old_only.filter == {"item_id": "a.\x00k", "$or": [{"updated_at": {"$lte": NOW - q.VECTOR_GRACE}}]}
+    every = q.stale_vectors_request(("a",), "k", [], NOW)
+    assert every.filter == {"item_id": "a.\x00k", "updated_at": {"$lte": NOW - q.VECTOR_GRACE}}
 
 
 def test_put_vector_request_writes_the_whole_document_keyed_by_its_text() -> None:
-    req = q.put_vector_request(("a",), "k", "text", "h1", [0.5, 0.5], {}, NOW, 1.0, write_id="w")
+    req = q.put_vector_request(("a",), "k", "text", "h1", [0.5, 0.5], {}, NOW, 1.0)
     assert req.filter == {"_id": "a.\x00k\x00h1"} and req.upsert
     set_ = req.update["$set"]  # type: ignore[call-overload]
-    assert set_["write_id"] == "w" and set_["text_hash"] == "h1" and set_["updated_at"] == NOW
+    assert set_["text_hash"] == "h1" and set_["updated_at"] == NOW
     assert set_["expires_at"] == NOW + timedelta(minutes=1) + q.VECTOR_GRACE
     assert q.put_vector_request(("a",), "k", "text", "h1", None, {}, NOW, None, vid="legacy").filter == {
         "_id": "legacy"

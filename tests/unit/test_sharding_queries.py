@@ -112,7 +112,7 @@ def test_targeted_writes_add_item_id_to_vector_writes_only() -> None:
     iid = item_id(ns, key)
     vec = q.put_vector_request(ns, key, "text", "h", [0.5, 0.5], {}, NOW, None)
     item = q.put_item_request(ns, key, {"text": "x"}, NOW, None, ["h"])
-    prune = q.stale_vectors_request(ns, key, ["h"], [], NOW)
+    prune = q.stale_vectors_request(ns, key, ["h"], NOW)
     out = q.targeted_writes([vec, item, prune])
     assert out[0].filter == {"_id": vector_id(iid, "h"), "item_id": iid}
     assert out[0].update == vec.update and out[0].upsert

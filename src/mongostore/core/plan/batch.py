@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from bson import ObjectId
 from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
 
 from mongostore.config import IndexSettings
@@ -210,7 +209,7 @@ def batch_reads(state: BatchState) -> list[Step]:
     if ctx.index is not None and state.puts:
         filt = {"item_id": {"$in": [p.id for p in state.puts.values()]}}
         # The embeddings too: a put rewrites each vector it lists, unchanged ones with their stored embedding.
-        projection = dict.fromkeys(("_id", "item_id", "text_hash", "write_id"), 1)
+        projection = dict.fromkeys(("_id", "item_id", "text_hash"), 1)
         if ctx.index.auto_embed is None:
             projection["embedding"] = 1
         reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
@@ -281,7 +280,7 @@ def write_phase(state: BatchState) -> Plan:
 
     Items and vectors stay in step under any interleaving of writers (docs/decisions.md, issue 34):
     a put lists only hashes whose whole vector documents this write (re)writes, and removes only
-    vector documents it read unchanged, or not written for ``VECTOR_GRACE``."""
+    vector documents not written for ``VECTOR_GRACE``."""
     now = state.ctx.clock()
     put_ids = {p.id for p in state.puts.values()}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
@@ -319,8 +318,7 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
         if p.value is None:
             if cache is not None:
                 cache.forget(p.id)
-            seen = [d["write_id"] for d in state.stored.get(p.id, {}).values() if "write_id" in d]
-            reqs = q.delete_item_requests(p.namespace, p.key, index is not None, seen, now)
+            reqs = q.delete_item_requests(p.namespace, p.key, index is not None, now)
             requests.extend(r for r in reqs if r.role == "vectors")
             item_requests.extend(r for r in reqs if r.role == "items")
             continue
@@ -335,7 +333,7 @@ def _vector_requests(
 ) -> list[str]:
     """Append one put's vector writes (every text's whole document: new ones embedded now, unchanged
     ones with their stored embedding, under their stored ``_id``) and the removal of its other vectors
-    that no write can still list; return its hashes."""
+    that no write in flight can list; return its hashes."""
     index = state.index
     assert index is not None and p.value is not None
     old = state.stored.get(p.id, {})
@@ -363,13 +361,11 @@ def _vector_requests(
                 p.ttl,
                 p.id,
                 stored_text,
-                write_id=ObjectId(),
                 vid=stored.get("_id", ""),
             )
         )
     if old.keys() - set(hashes):
-        seen = [d["write_id"] for hh, d in old.items() if hh not in hashes and "write_id" in d]
-        requests.append(q.stale_vectors_request(p.namespace, p.key, hashes, seen, now))
+        requests.append(q.stale_vectors_request(p.namespace, p.key, hashes, now))
     return hashes
 
 

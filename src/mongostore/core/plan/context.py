@@ -96,7 +96,7 @@ class BatchState:
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
     use_atlas: bool = False  # query_phase: the search path
     caps: Capabilities | None = None
-    # item id -> {text hash: its stored vector document (_id, write_id, embedding)}
+    # item id -> {text hash: its stored vector document (_id, embedding)}
     stored: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     packed: dict[str, Any] = field(default_factory=dict)  # text -> its new float32 BinData vector
     refresh: dict[str, float] = field(default_factory=dict)  # item id -> its ttl_minutes, for refresh_ttl

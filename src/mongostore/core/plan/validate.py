@@ -194,7 +194,7 @@ def check_sizes(
     base = len(
         bson.encode(
             {
-                "_id": vector_id(iid, max(fields, key=len)),  # (a text hash's 24 bytes and write_id: in the 256)
+                "_id": vector_id(iid, max(fields, key=len)),  # (a text hash's 24 bytes: in the 256)
                 "item_id": iid,
                 "ns_prefixes": ancestor_paths(namespace),
                 "value": q.filter_field_values(value, index.filter_fields),

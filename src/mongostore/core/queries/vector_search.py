@@ -306,7 +306,8 @@ def stale_vectors_pipeline(items_collection: str, cutoff: datetime | None) -> li
     return [
         *pipeline,
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "_item"}},
-        {"$match": {"$expr": {"$not": [{"$in": ["$text_hash", listed]}]}}},
+        # $eq false, not $not: mongomock 4.3's $not answers false for everything.
+        {"$match": {"$expr": {"$eq": [{"$in": ["$text_hash", listed]}, False]}}},
         {"$project": {"_id": 1, "item_id": 1, "updated_at": 1}},
     ]
 

@@ -88,34 +88,28 @@ VECTOR_GRACE = timedelta(minutes=10)
 
 
 def delete_item_requests(
-    namespace: tuple[str, ...], key: str, with_vectors: bool, seen: Sequence[Any] = (), now: datetime | None = None
+    namespace: tuple[str, ...], key: str, with_vectors: bool, now: datetime | None = None
 ) -> list[WriteRequest]:
-    """Delete one item, and first, with an index, the vector documents no write can still list
-    (``stale_vectors_request``: ``seen`` the ``write_id`` s read before, ``now`` the write clock)."""
+    """Delete one item, and first, with an index, its vector documents not written for
+    ``VECTOR_GRACE`` before ``now`` (``stale_vectors_request``)."""
     reqs = [WriteRequest("items", "delete_one", {"_id": item_id(namespace, key)}, item=(namespace, key))]
     if with_vectors:
-        reqs.insert(0, stale_vectors_request(namespace, key, (), seen, now))
+        assert now is not None
+        reqs.insert(0, stale_vectors_request(namespace, key, (), now))
     return reqs
 
 
 def stale_vectors_request(
-    namespace: tuple[str, ...],
-    key: str,
-    keep_hashes: Sequence[str],
-    seen: Sequence[Any],
-    now: datetime | None,
+    namespace: tuple[str, ...], key: str, keep_hashes: Sequence[str], now: datetime
 ) -> WriteRequest:
-    """Remove an item's vector documents of hashes other than ``keep_hashes`` that no concurrent write
-    can still list: those this batch read (``seen``: their ``write_id`` s; a put that rewrote one since
-    gave it a new one) and those not written for ``VECTOR_GRACE`` before ``now``. Younger ones (another
-    writer's, in flight) stay until a later put of the item or the sweep (``stale_vectors_pipeline``)."""
+    """Remove an item's vector documents of hashes other than ``keep_hashes`` that were not written for
+    ``VECTOR_GRACE`` before ``now``: no write in flight can list those. A younger one may be another
+    writer's whose item write is still on its way (even one this batch read: its vector landed first),
+    so it stays, for a later put of the item or the sweep (``stale_vectors_pipeline``)."""
     filt: dict[str, Any] = {"item_id": item_id(namespace, key)}
     if keep_hashes:
         filt["text_hash"] = {"$nin": list(keep_hashes)}
-    safe: list[dict[str, Any]] = [{"write_id": {"$in": list(seen)}}] if seen else []
-    if now is not None:
-        safe.append({"updated_at": {"$lte": now - VECTOR_GRACE}})
-    filt["$or"] = safe or [{"write_id": {"$in": []}}]
+    filt["updated_at"] = {"$lte": now - VECTOR_GRACE}
     return WriteRequest("vectors", "delete_many", filt, item=(namespace, key))
 
 
@@ -157,7 +151,6 @@ def put_vector_request(
     ttl_minutes: float | None,
     iid: str = "",
     text: str | None = None,
-    write_id: Any = None,
     vid: str = "",
 ) -> WriteRequest:
     """Upsert of one vector document (one indexed text), its embedding a packed float32 BinData vector:
@@ -165,10 +158,10 @@ def put_vector_request(
     ``text``: stored too (``$search``, ``$rerank`` read it); no ``embedding``: Atlas embeds the text.
 
     The whole document, every time (an unchanged text's with its stored embedding): the item write
-    beside it may list the hash after a concurrent delete removed it. ``_id`` is ``vector_id`` (one
-    document per text, so two writers' texts never overwrite each other) unless ``vid`` names the
-    stored one; ``write_id`` tells this write from every other (``stale_vectors_request``); the expiry
-    is the item's plus ``VECTOR_GRACE``."""
+    beside it lists the hash, and ``updated_at`` now keeps it from removal for ``VECTOR_GRACE``
+    (``stale_vectors_request``). ``_id`` is ``vector_id`` (one document per text, so two writers'
+    texts never overwrite each other) unless ``vid`` names the stored one; the expiry is the item's
+    plus ``VECTOR_GRACE``."""
     iid = iid or item_id(namespace, key)
     set_: dict[str, Any] = {
         "item_id": iid,
@@ -178,8 +171,6 @@ def put_vector_request(
         "updated_at": now,
     }
     unset: dict[str, Any] = {}
-    if write_id is not None:
-        set_["write_id"] = write_id
     if value_fields:
         set_["value"] = dict(value_fields)
     else:
