@@ -136,7 +136,7 @@ class _StoreBase:
         return (yield from _plan.aggregate_plan(scoped))
 
     def _status_plan(self) -> _plan.Plan:
-        return _plan.status_plan(self._index, self._vectors_name(), self.collection.name, utcnow())
+        return _plan.status_plan(self._index, self._vectors_name(), self.collection.name)
 
     def _sweep_plan(self) -> _plan.Plan:
         return _plan.sweep_plan(utcnow(), self.vectors_collection is not None, self.collection.name)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from pymongo.errors import OperationFailure
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
-from mongostore.core.codec import as_utc, plain_value
+from mongostore.core.codec import plain_value
 from mongostore.core.plan.context import LARGE_BATCH, Plan
 from mongostore.core.plan.setup import shard_verdicts
 from mongostore.core.steps import (
@@ -50,32 +50,29 @@ def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") ->
 
 
 def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan:
-    """The vector documents no item lists, written at or before ``cutoff`` (None: whenever):
-    ``q.stale_vectors_pipeline`` on a server, two plain reads on an engine in this process."""
+    """The vector documents no item lists (``_id``, ``item_id``), written at or before ``cutoff``
+    (None: whenever): ``q.stale_vectors_pipeline`` on a server; on an engine in this process two
+    plain reads of what its indexes hold (the age is left to the caller's delete filter)."""
     caps: Capabilities = yield ServerInfo()
     if not caps.emulated:
         return (yield Aggregate("vectors", q.stale_vectors_pipeline(items_collection, cutoff), LARGE_BATCH))
-    written = {"updated_at": {"$lte": cutoff}} if cutoff is not None else {}
     items, vectors = yield Parallel(
         (
             Find("items", {"vectors": {"$exists": True}}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
-            Find("vectors", written, {"_id": 1, "item_id": 1, "text_hash": 1, "updated_at": 1}, batch_size=LARGE_BATCH),
+            Find("vectors", {}, {"_id": 1, "item_id": 1, "text_hash": 1}, batch_size=LARGE_BATCH),
         )
     )
     return q.unlisted_vectors(items, vectors)
 
 
-def status_plan(
-    index: IndexSettings | None, vectors_collection: str, items_collection: str = "", now: datetime | None = None
-) -> Plan:
+def status_plan(index: IndexSettings | None, vectors_collection: str, items_collection: str = "") -> Plan:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
     (unscored by semantic search until their next put re-embeds them). ``stale_vectors``: vector
-    documents no item lists (a writer that lost a race, a delete racing a put), of which
-    ``stale_vectors_overdue`` were not written for ``VECTOR_GRACE`` before ``now``: the sweep
-    removes those. ``cluster``: behind mongos, each collection's shard key with its verdict
-    (``queries.shard_key_verdict``).
+    documents no item lists (a delete or re-put within ``VECTOR_GRACE`` of the item's last write,
+    a writer that lost a race): the sweep removes those not written for ``VECTOR_GRACE``.
+    ``cluster``: behind mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     cluster: dict[str, Any] | None = None  # None off mongos
@@ -88,34 +85,26 @@ def status_plan(
             fields = ("key", "verdict", "advice")
             keys = {role: dict(zip(fields, verdict, strict=True)) for role, verdict in verdicts.items()}
             cluster = {"mongos": True, "shard_keys": keys}
-    cutoff = (now or datetime.now(timezone.utc)) - q.VECTOR_GRACE
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
         if caps.emulated:  # an engine in this process: two plain reads, no $lookup per item
-            vector_fields = {"_id": 0, "item_id": 1, "text_hash": 1, "updated_at": 1}
             steps += [
                 Find("items", {}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
-                Find("vectors", {}, vector_fields, batch_size=LARGE_BATCH),
+                Find("vectors", {}, {"_id": 0, "item_id": 1, "text_hash": 1}, batch_size=LARGE_BATCH),
             ]
         else:
-            overdue = {"$sum": {"$cond": [{"$lte": ["$updated_at", cutoff]}, 1, 0]}}
-            stale_counts = {"$group": {"_id": None, "n": {"$sum": 1}, "overdue": overdue}}
             steps += [
                 Aggregate("items", q.missing_vectors_pipeline(vectors_collection)),
-                Aggregate("vectors", [*q.stale_vectors_pipeline(items_collection, None), stale_counts]),
+                Aggregate("vectors", [*q.stale_vectors_pipeline(items_collection, None), {"$count": "n"}]),
             ]
     items, item_indexes, *more = yield Parallel(tuple(steps))
-    vectors, vector_indexes, *found = more or (None, None, [], [])
-    missing = stale = overdue_n = 0
+    vectors, vector_indexes, *found = more or (None, None)
+    missing = stale = 0
     if index is not None and caps.emulated:
-        listed, held = found
-        missing = q.items_missing_vectors(listed, held)
-        unlisted = q.unlisted_vectors(listed, held)
-        stale, overdue_n = len(unlisted), sum(1 for v in unlisted if as_utc(v["updated_at"]) <= cutoff)
+        missing, stale = q.items_missing_vectors(*found), len(q.unlisted_vectors(*found))
     elif index is not None:
-        missing = sum(d["n"] for d in found[0])
-        stale, overdue_n = (found[1][0]["n"], found[1][0]["overdue"]) if found[1] else (0, 0)
+        missing, stale = (sum(d["n"] for d in counted) for counted in found)
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -133,7 +122,6 @@ def status_plan(
         "vector_search_index": search_index,
         "items_missing_vectors": int(missing) if index is not None else None,
         "stale_vectors": int(stale) if index is not None else None,
-        "stale_vectors_overdue": int(overdue_n) if index is not None else None,
         "detail": caps.detail,
         "cluster": cluster,
     }

@@ -298,9 +298,9 @@ def items_missing_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[
 
 def stale_vectors_pipeline(items_collection: str, cutoff: datetime | None) -> list[dict[str, Any]]:
     """Vector documents whose item does not list their hash (or is gone), written at or before
-    ``cutoff`` (None: whenever): ``{_id, item_id, updated_at}`` each. A put lists a hash only with
-    its vector written in the same request, so one of these older than ``VECTOR_GRACE`` stays
-    unlisted (``stale_vectors_request``, docs/decisions.md "Issue 34")."""
+    ``cutoff`` (None: whenever): ``{_id, item_id}`` each. A put lists a hash only with its vector
+    written in the same request, so one of these older than ``VECTOR_GRACE`` stays unlisted
+    (``stale_vectors_request``, docs/decisions.md "Issue 34 (parts 1-2)")."""
     pipeline: list[dict[str, Any]] = [{"$match": {"updated_at": {"$lte": cutoff}}}] if cutoff is not None else []
     listed = {"$ifNull": [{"$arrayElemAt": ["$_item.vectors", 0]}, []]}
     return [
@@ -308,7 +308,7 @@ def stale_vectors_pipeline(items_collection: str, cutoff: datetime | None) -> li
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "_item"}},
         # $eq false, not $not: mongomock 4.3's $not answers false for everything.
         {"$match": {"$expr": {"$eq": [{"$in": ["$text_hash", listed]}, False]}}},
-        {"$project": {"_id": 1, "item_id": 1, "updated_at": 1}},
+        {"$project": {"_id": 1, "item_id": 1}},
     ]
 
 
