@@ -49,7 +49,8 @@ async def make_store() -> AsyncIterator[BaseStore]:
     mode the server runs in a child of uvicorn's reloader, which would keep running with nothing
     listening, so the child stops it as it exits (``_stop_reloader_at_exit``). The Agent Server calls
     this with no arguments and runs no TTL sweeper for a custom store: ``MONGOSTORE_TTL_*`` give the
-    ``ttl=``, and the local and in-memory stores (no TTL monitor) run the store's sweeper.
+    ``ttl=``, and the local and in-memory stores (no TTL monitor) run the store's sweeper (with a TTL or an
+    index: it also removes the vector documents no item lists, issue 34).
     """
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -86,7 +87,8 @@ async def _open_store(stack: contextlib.AsyncExitStack) -> AsyncMongoStore:
         if not settings.local:
             raise
         raise local_dir_error(settings.local_dir(), ENV_DATA_DIR, exc) from exc
-    if ttl is not None and settings.embedded:  # no TTL monitor: the store sweeps (stopped with the block)
+    if settings.embedded and (ttl is not None or index is not None):
+        # No TTL monitor: the store sweeps expired items and the vectors no item lists (stopped with the block).
         await store.start_ttl_sweeper()
     return store
 

@@ -16,7 +16,14 @@ from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
 from mongostore.core.codec import as_utc
-from mongostore.core.queries import item_indexes, not_expired, prefix_filter, shard_range_filter, vector_indexes
+from mongostore.core.queries import (
+    VECTOR_GRACE,
+    item_indexes,
+    not_expired,
+    prefix_filter,
+    shard_range_filter,
+    vector_indexes,
+)
 from mongostore.errors import MongoStoreError
 from mongostore.store import MongoStore
 from mongostore.tools.cli.connect import Ctx
@@ -115,6 +122,14 @@ def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], li
             info.append(
                 f"{missing} item(s) list texts whose vectors are missing (a failed or raced write): semantic "
                 "search returns them unscored until they are put again; `mongostore reindex` repairs them"
+            )
+        stale = status.get("stale_vectors")
+        if stale:
+            grace = f"{VECTOR_GRACE.total_seconds() / 60:g} min"
+            info.append(
+                f"{stale} vector document(s) no item lists (a delete or re-put within {grace} of the item's last "
+                f"write, or a concurrent writer's): they match nothing, and the TTL sweep removes them once "
+                f"{grace} old (the local store's server runs it; elsewhere store.sweep_ttl() or start_ttl_sweeper())"
             )
     for role, verdict in ((status.get("cluster") or {}).get("shard_keys") or {}).items():
         if verdict.get("verdict") == "unsupported":
