@@ -214,7 +214,7 @@ class _Local:
 
         Vectors the cache lacks are fetched; the page's items are read with (same trip) a check
         that each scored one's best vector is still stored under its hash: a held row outlives
-        a vector document that a failed write or a delete racing a re-put removed.
+        a vector document removed behind the rule (a reindex racing a put, a delete by hand).
         """
         op, ctx, index = s.op, state.ctx, state.index
         assert index is not None and s.query_vector is not None
@@ -245,7 +245,7 @@ class _Local:
                 reads.append(Find("vectors", check, {"_id": 0, "item_id": 1, "text_hash": 1}))
             if len(page) < limit and ranking.n_unscored:
                 # Newest first, as the Atlas path's: items listing no hash, and those whose hashes
-                # have no vector (``ranking.absent``: a failed vector write, a delete racing a re-put).
+                # have no vector (``ranking.absent``: a failed vector write, a vector removed by hand).
                 unscored: dict[str, Any] = {"vectors.0": {"$exists": False}}
                 if ranking.absent:
                     unscored = {"$or": [unscored, {"_id": {"$in": ranking.absent}}]}

@@ -259,8 +259,8 @@ def unscored_pipeline(
     sharded: bool = False,
 ) -> list[dict[str, Any]]:
     """Items under the prefix that pass the filter and have no valid vector, newest first:
-    none listed, or none of the listed hashes has a vector document (a failed vector write,
-    or a delete or sweep that raced a re-put of the same text)."""
+    none listed, or none of the listed hashes has a vector document (a failed vector write, or
+    one removed behind the store's rule: docs/decisions.md, issue 34)."""
     pipeline: list[dict[str, Any]] = []
     base = search_filter(namespace_prefix, filter, cutoff, sharded)
     if base:
