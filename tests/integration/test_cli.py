@@ -202,6 +202,16 @@ def test_options_after_or_before_the_command(run: Run) -> None:
 # --------------------------------------------------------------------------- export / import
 
 
+def test_export_names_the_fields_of_the_vectors_the_item_lists(run: Run, store: MongoStore) -> None:
+    """A re-put with other fields leaves the old field's vector for VECTOR_GRACE (issue 34): no item
+    lists it, so export does not count it among the item's fields."""
+    store.put(("u",), "k", {"text": "x", "alt": "y"}, index=["alt"])
+    store.put(("u",), "k", {"text": "x", "alt": "y", "more": "z"}, index=["more"])
+    assert store.status()["stale_vectors"] == 1
+    code, out, _ = run("export", "u")
+    assert code == EXIT_OK and json.loads(out)["index"] == ["more"]
+
+
 def test_export_import_round_trip(run: Run, store: MongoStore, tmp_path: Path) -> None:
     seed(run)
     when = datetime(2024, 5, 1, tzinfo=timezone.utc)

@@ -66,10 +66,13 @@ def _item_indexes(store: MongoStore, docs: Sequence[Mapping[str, Any]]) -> list[
         return [None] * len(docs)
     default = set(store.index_config.get("fields") or ["$"])
     fields: dict[Any, set[str]] = {}
-    ids = [d["_id"] for d in docs if d.get("vectors")]
-    if ids:
-        for v in store.vectors_collection.find({"item_id": {"$in": ids}}, {"item_id": 1, "field": 1}):
-            fields.setdefault(v["item_id"], set()).add(_MULTI_TEXT.sub("", str(v.get("field", ""))))
+    listed = {(d["_id"], h) for d in docs for h in d.get("vectors") or ()}
+    if listed:
+        # Only the vectors the items list: one no item lists (a re-put within VECTOR_GRACE) may be another field's.
+        filt = {"item_id": {"$in": list({i for i, _ in listed})}, "text_hash": {"$in": list({h for _, h in listed})}}
+        for v in store.vectors_collection.find(filt, {"item_id": 1, "field": 1, "text_hash": 1}):
+            if (v["item_id"], v["text_hash"]) in listed:
+                fields.setdefault(v["item_id"], set()).add(_MULTI_TEXT.sub("", str(v.get("field", ""))))
     out: list[Literal[False] | list[str] | None] = []
     for d in docs:
         if not d.get("vectors"):
