@@ -391,3 +391,25 @@ def test_randomized_writers_leave_every_listed_hash_backed(version: str) -> None
     asyncio.run(sweep_after_grace(check))
     assert asyncio.run(out_of_step(check)) == ([], [])
     assert check.status()["stale_vectors"] == 0
+
+
+def test_a_store_written_before_keeps_its_field_keyed_vectors_until_their_text_changes() -> None:
+    """Vector documents written before issue 34 are keyed ``item_id + NUL + field``: an unchanged
+    re-put rewrites the one it finds under its own ``_id`` (no embedding call, no second document);
+    a changed text gets a document of its own, and the old one, not written for VECTOR_GRACE, goes."""
+    emb = CountingEmbeddings(64)
+    store = MongoStore.in_memory(index=index(emb))
+    store.put(NS, "k", {"text": "pizza with olives"})
+    vectors = store.vectors_collection
+    assert vectors is not None
+    [doc] = list(vectors.find({}))
+    vectors.delete_many({})
+    legacy = {**doc, "_id": doc["item_id"] + "\x00text", "updated_at": doc["updated_at"] - timedelta(hours=1)}
+    vectors.insert_one(legacy)
+    emb.texts.clear()
+    store.put(NS, "k", {"text": "pizza with olives", "n": 1})
+    assert emb.texts == [] and [d["_id"] for d in vectors.find({})] == [legacy["_id"]]
+    vectors.update_one({"_id": legacy["_id"]}, {"$set": {"updated_at": legacy["updated_at"]}})
+    store.put(NS, "k", {"text": "sushi rolls"})
+    assert [d["text_hash"] for d in vectors.find({})] == [text_hash("text", "sushi rolls")]
+    assert (store.search(NS, query="sushi rolls")[0].key, store.status()["stale_vectors"]) == ("k", 0)
