@@ -385,13 +385,20 @@ class LocalCursor(_Deferred):
 class LocalCollection:
     """A pymongo-``Collection``-shaped handle on one collection of a :class:`LocalDB`. ``include``: top-level
     fields to keep in each row's ``inc`` too, from this handle's first write on (``find`` with a projection of
-    only these and ``_id`` then reads no document: the store's items list their vectors' hashes there)."""
+    only these and ``_id`` then reads no document: the store's items list their vectors' hashes there).
+    ``columns``: fields to keep in columns without an index (what an aggregation groups by or compares in
+    SQL, as indexed fields are)."""
 
-    def __init__(self, engine: LocalDB, name: str, include: Sequence[str] = ()) -> None:
+    def __init__(self, engine: LocalDB, name: str, include: Sequence[str] = (), columns: Sequence[str] = ()) -> None:
         self.engine = engine
         self.name = name
         self.full_name = f"{engine.db_name}.{name}"
         self.include = tuple(include)
+        self.columns = tuple(columns)
+
+    def _laid_out(self, table: Table) -> bool:
+        """Does the table keep what this handle asks (its ``include`` fields and ``columns``)?"""
+        return set(self.include) <= set(table.include) and set(self.columns) <= set(table.columns)
 
     @property
     def database(self) -> LocalDatabase:
@@ -416,8 +423,10 @@ class LocalCollection:
         table = self.engine.tables(state).get(self.name)
         if table is None and create:
             table = _create_table(state, self.engine, self.name, self.include)
-        elif table is not None and create and not set(self.include) <= set(table.include):
-            table = _include(state, self.engine, table, self.include)
+        if table is not None and create and not self._laid_out(table):
+            if not set(self.include) <= set(table.include):
+                table = _include(state, self.engine, table, self.include)
+            table = self._add_columns(state, table, self.columns)
         return table
 
     # ------------------------------------------------------------------ reads
@@ -616,25 +625,40 @@ class LocalCollection:
         filt: dict[str, Any] = matches[0] if len(matches) == 1 else ({"$and": matches} if matches else {})
         with self.engine.reading() as state:
             table = self._table(state)
-            sort: list[tuple[str, Any]] | None = None
-            skip = limit = 0
-            if table is not None and stages and list(stages[0]) == ["$sort"]:
-                candidate = list(stages[0]["$sort"].items())
-                if sq.order_by(candidate, table.usable) is not None:
-                    sort = candidate
-                    stages.pop(0)
-                    if stages and list(stages[0]) == ["$skip"]:
-                        skip = int(stages.pop(0)["$skip"])
-                    if stages and list(stages[0]) == ["$limit"]:
-                        limit = int(stages.pop(0)["$limit"])
-            grouped = self._grouped(state, table, filt, stages) if table is not None and sort is None else None
-            if grouped is not None:
-                docs, stages = grouped, stages[1:]
-            else:
-                docs = [d for d, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
-            if not stages:
-                return docs
-            return list(_pipeline(docs, self.database, stages, None))
+            if table is None:
+                return list(_pipeline([], self.database, stages, None)) if stages else []
+            return self._stages(state, table, filt, stages)
+
+    def _stages(
+        self, state: _Thread, table: Table, filt: Mapping[str, Any], stages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The documents matching ``filt`` through ``stages``: a leading ``$sort`` (``$skip``, ``$limit``)
+        on usable columns or a first ``$group`` ``group_sql`` answers run in SQL, a leading ``$facet`` runs
+        each of its pipelines so, and mongomock runs what remains."""
+        sort: list[tuple[str, Any]] | None = None
+        skip = limit = 0
+        docs: list[dict[str, Any]] | None = None
+        if stages and list(stages[0]) == ["$sort"]:
+            candidate = list(stages[0]["$sort"].items())
+            if sq.order_by(candidate, table.usable) is not None:
+                sort = candidate
+                stages = stages[1:]
+                if stages and list(stages[0]) == ["$skip"]:
+                    skip, stages = int(stages[0]["$skip"]), stages[1:]
+                if stages and list(stages[0]) == ["$limit"]:
+                    limit, stages = int(stages[0]["$limit"]), stages[1:]
+        elif stages and list(stages[0]) == ["$facet"] and isinstance(stages[0]["$facet"], Mapping):
+            facets = stages[0]["$facet"]
+            if all(isinstance(sub, list) and sub for sub in facets.values()):
+                docs = [{name: self._stages(state, table, filt, list(map(dict, sub))) for name, sub in facets.items()}]
+                stages = stages[1:]
+        else:
+            docs = self._grouped(state, table, filt, stages)
+            if docs is not None:
+                stages = stages[1:]
+        if docs is None:
+            docs = [d for d, _, _ in self._scan(state, table, filt, sort, skip, limit)]
+        return list(_pipeline(docs, self.database, stages, None)) if stages else docs
 
     def _grouped(
         self, state: _Thread, table: Table, filt: Mapping[str, Any], stages: Sequence[Mapping[str, Any]]
@@ -645,18 +669,24 @@ class LocalCollection:
             return None
         t = sq.translate(filt, table.usable)
         group = sq.group_sql(stages[0]["$group"], table.usable)
-        if t.residual is not None or group is None:
+        if group is None:
+            return self._counted(state, table, filt, stages[0]["$group"])
+        if t.residual is not None:
             return None
         for col in group.bare:  # a missing field compares unlike null: SQL answers only where none is missing
             missing = f'SELECT 1 FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL LIMIT 1'
             if state.conn.execute(missing, t.params).fetchone():
                 return None
-        key = [f'"{group.by}"'] if group.by else []
+        key = [group.by] if group.by else []
         sql = f'SELECT {", ".join([*key, *group.select, "count(*)"])} FROM "{table.tbl}" WHERE {t.where}'
         if group.by:
-            sql += f' GROUP BY "{group.by}"'
+            sql += " GROUP BY 1"
         out = []
-        for row in state.conn.execute(sql, [*group.params, *t.params]):
+        try:
+            rows = state.conn.execute(sql, [*group.key_params, *group.params, *t.params]).fetchall()
+        except sqlite3.OperationalError:  # mongo_date_string met what it does not answer: mongomock decides
+            return None
+        for row in rows:
             if not row[-1]:
                 continue  # no document, no group (MongoDB answers nothing for _id: null over no documents)
             values = list(row[len(key) : -1])
@@ -664,6 +694,29 @@ class LocalCollection:
                 {"_id": _from_column(row[0]) if group.by else None, **dict(zip(group.fields, values, strict=True))}
             )
         return out
+
+    def _counted(
+        self, state: _Thread, table: Table, filt: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """A ``$group`` counting documents by a field (``sqlquery.counted_path``) whose values are strings
+        or null: counted over the decoded documents without mongomock's expression engine (a value of
+        another type, whose grouping is MongoDB's numeric or structural equality: None, mongomock runs it)."""
+        counted = sq.counted_path(spec)
+        if counted is None:
+            return None
+        path, fields = counted
+        parts = path.split(".")
+        counts: dict[str | None, int] = {}
+        for doc, _, _ in self._scan(state, table, filt):
+            value: Any = doc
+            for part in parts:
+                if isinstance(value, list):  # MongoDB maps the rest of the path over it: an array, not a string
+                    return None
+                value = value.get(part) if isinstance(value, dict) else None
+            if type(value) is not str and value is not None:
+                return None
+            counts[value] = counts.get(value, 0) + 1
+        return [{"_id": value, **dict.fromkeys(fields, n)} for value, n in counts.items()]
 
     def index_information(self) -> dict[str, dict[str, Any]]:
         info: dict[str, dict[str, Any]] = {"_id_": {"key": [("_id", 1)], "v": 2}}
@@ -699,7 +752,7 @@ class LocalCollection:
                 table is not None
                 and existing is not None
                 and {k: v for k, v in existing.items() if k != "sql"} == spec
-                and set(self.include) <= set(table.include)
+                and self._laid_out(table)
             ):
                 return str(name)
         with self.engine.writing() as state:

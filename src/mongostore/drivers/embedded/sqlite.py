@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mongostore.drivers.embedded.paths import check_db_name
-from mongostore.drivers.embedded.sqlquery import date_key
+from mongostore.drivers.embedded.sqlquery import date_key, date_string
 from mongostore.errors import DamagedStoreFileError
 
 #: ``PRAGMA application_id`` of a local store file ("MSTO"), and its format version (``user_version``).
@@ -133,6 +133,7 @@ class LocalDB:
             conn = sqlite3.connect(self.path, timeout=LOCK_WAIT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise RuntimeError(f"cannot open the local store file {self.path}: {exc}") from None
+        conn.create_function("mongo_date_string", 2, date_string, deterministic=True)
         try:
             self._prepare(conn)
         except sqlite3.Error as exc:
