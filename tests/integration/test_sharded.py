@@ -205,6 +205,24 @@ def test_done_when_workload(version: str) -> None:
     assert plain.status()["cluster"] is None
 
 
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_a_refined_vectors_key_is_accepted_and_stays_targeted(version: str) -> None:
+    """``refineCollectionShardKey`` turns ``{item_id: 1}`` into ``{item_id: 1, _id: 1}``: every
+    single-document vector write carries both fields, every prefix read bounds ``item_id``, so
+    setup() accepts it and the workload stays targeted (issue 34: it was refused)."""
+    cluster, sharded = cluster_store(version)
+    cluster.refine_shard_key("app.memories_vectors", {"item_id": 1, "_id": 1})
+    plain = plain_store()
+    sharded.setup()
+    plain.setup()
+    for name, kind, prefix, action in workload():
+        mark = cluster.mark()
+        assert shape(run(action, sharded)) == shape(run(action, plain)), name
+        check_records(cluster, name, kind, prefix, cluster.since(mark))
+    verdict = sharded.status()["cluster"]["shard_keys"]["vectors"]
+    assert verdict["verdict"] == "supported" and "refineCollectionShardKey" in verdict["advice"]
+
+
 def test_hashed_keys_keep_single_item_operations_on_one_shard() -> None:
     cluster, sharded = cluster_store("7.0.12", {"_id": "hashed"}, {"item_id": "hashed"})
     plain = plain_store()
