@@ -414,3 +414,32 @@ def test_shard_collections_refuses_with_the_migration_when_the_unique_index_is_t
     assert plain_store().setup() is None
     with pytest.raises(ConfigurationError, match="not mongos"):
         plain_store().shard_collections()
+
+
+def test_shard_collections_hashed_on_collections_that_hold_data() -> None:
+    """mongod hashes a collection that holds documents only once the hashed index exists (code 72
+    "Please create an index that starts with the proposed shard key"): shard_collections() creates
+    it first (issue 34: it failed, and advised dropping path_key)."""
+    cluster = Cluster("8.0.4")
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    for i, tenant in enumerate(TENANTS):
+        store.put(("users", tenant), "m", {"text": TEXTS[i]})
+    assert store.shard_collections(hashed=True) == {"items": {"_id": "hashed"}, "vectors": {"item_id": "hashed"}}
+    assert "_id_hashed" in store.collection.index_information()
+    assert sum(cluster.shard_counts("app.memories").values()) == len(TENANTS)
+    mark = cluster.mark()
+    assert store.get(("users", "alice"), "m").value == {"text": TEXTS[0]}
+    assert [len(r.shards) for r in cluster.since(mark)] == [1]
+
+
+def test_shard_collections_says_what_is_missing_when_no_index_supports_the_key() -> None:
+    cluster = Cluster("8.0.4")
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    store.put(("users", "alice"), "m", {"text": "hello"})
+    store.vectors_collection.drop_index("item_id")  # as if setup() had not run on this collection
+    with pytest.raises(ConfigurationError) as err:
+        store.shard_collections()
+    assert "Please create an index" in str(err.value) and "run setup() first" in str(err.value)
+    assert "path_key" not in str(err.value)
