@@ -589,6 +589,12 @@ class Cluster:
         self.log: list[OpRecord] = []
         self.lock = threading.RLock()
         self.config_readable = True  # False: reading config.* fails as for a user without privileges (code 13)
+        # Orphans: copies of documents a chunk migration left on a shard that does not own them
+        # (until the range deleter runs). Reads through mongos never see them (shard filtering);
+        # a shard's mongot indexes them, and $vectorSearch's idLookup drops them (``fakes.atlas``).
+        self.orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        if atlas is not None:
+            atlas.sharded_view = self._sharded_view
 
     # ------------------------------------------------------------ version behaviour
 
@@ -679,6 +685,13 @@ class Cluster:
             raise OperationFailure(f"refineCollectionShardKey: {dict(key)} does not extend {sns.pattern}", 72)
         sns.suffix = tuple(names[1:])
         return sns
+
+    def _sharded_view(self, coll_name: str) -> tuple[Any, list[tuple[str, dict[str, Any]]]] | None:
+        """For ``fakes.atlas``: a sharded collection's owner-of-a-document and its orphans."""
+        for full_name, sns in self.sharded.items():
+            if full_name.partition(".")[2] == coll_name:
+                return (lambda doc, sns=sns: sns.shard_of(doc.get(sns.field))), self.orphans.get(full_name, [])
+        return None
 
     def config_collections(self) -> list[dict[str, Any]]:
         return [

@@ -443,3 +443,62 @@ def test_shard_collections_says_what_is_missing_when_no_index_supports_the_key()
         store.shard_collections()
     assert "Please create an index" in str(err.value) and "run setup() first" in str(err.value)
     assert "path_key" not in str(err.value)
+
+
+def test_a_short_vector_search_page_on_a_sharded_collection_asks_again() -> None:
+    """Each shard's mongot answers its own top ``k``; ``idLookup`` then drops orphans (copies a
+    migration left, here of since-deleted vectors that match the query best) without topping up,
+    so a page with fewer hits than asked is not the end behind mongos (issue 34): the store asks
+    again until asking for more brings no more, and finds the page the unsharded store finds."""
+    from fakes.atlas import AtlasSearch
+
+    atlas = AtlasSearch()
+    cluster = Cluster("8.0.4", atlas=atlas)
+    cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    plain = plain_store()
+    store.setup()
+    plain.setup()
+    alice = ("users", "alice")
+    for s in (store, plain):
+        for j in range(10):
+            s.put(alice, f"m{j}", {"text": f"{TEXTS[j % 6]} {j}"})
+    for j in range(15):  # the best matches, moved away and deleted: their copies stay on shard0
+        store.put(alice, f"gone{j}", {"text": "green tea"})
+    vectors = cluster.client()["app"]["memories_vectors"]
+    stale = [doc for doc in vectors.find({"item_id": {"$gte": "users.alice.\x00gone", "$lt": "users.alice.\x00gonf"}})]
+    for j in range(15):
+        store.delete(alice, f"gone{j}")
+    cluster.orphans["app.memories_vectors"] = [("shard0", doc) for doc in stale]
+    mark = cluster.mark()
+    got = [(i.key, i.score is not None) for i in store.search(alice, query="green tea", limit=10)]
+    assert got == [(i.key, True) for i in plain.search(alice, query="green tea", limit=10)]
+    asks = [r for r in cluster.since(mark) if r.op == "aggregate" and r.ns == "app.memories_vectors"]
+    assert len(asks) == 2  # k = 20: 5 hits (the page short); k = 80: 10 hits (the page full)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_short_page_costs_one_aggregate_on_atlas_and_one_more_behind_mongos(sharded: bool) -> None:
+    """On Atlas (unsharded) a semantic page is one aggregate, short or not; behind mongos a short
+    page costs one more, which finds no more hits."""
+    from fakes.atlas import AtlasSearch, atlas_collection
+
+    atlas = AtlasSearch(server_version="8.0.4")
+    cluster = Cluster("8.0.4", atlas=atlas)
+    if sharded:
+        cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+        cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+        collection: Any = cluster.client()["app"]["memories"]
+    else:
+        collection = atlas_collection()
+    store = MongoStore(collection, index=INDEX)
+    store.setup()
+    for j in range(3):
+        store.put(("users", "bob"), f"m{j}", {"text": TEXTS[j]})
+    mark, calls = cluster.mark(), getattr(collection, "atlas", atlas).vector_search_calls
+    assert len(store.search(("users", "bob"), query="tea", limit=10)) == 3
+    if sharded:
+        assert len([r for r in cluster.since(mark) if r.op == "aggregate" and r.ns.endswith("_vectors")]) == 2
+    else:
+        assert collection.atlas.vector_search_calls - calls == 1
