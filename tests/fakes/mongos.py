@@ -327,15 +327,16 @@ def _regex_parts(spec: Any, options: str = "") -> tuple[str, str] | None:
     if isinstance(spec, Regex):
         return str(spec.pattern), _flag_letters(spec.flags) if isinstance(spec.flags, int) else str(spec.flags)
     if isinstance(spec, re.Pattern):
-        # Python 3 patterns carry the u flag once BSON-encoded: no prefix (mongodb-facts.md §0.6)
-        return str(spec.pattern), _flag_letters(spec.flags) + "u"
+        # Python 3 str patterns carry re.UNICODE, so the u flag once BSON-encoded: no prefix
+        return str(spec.pattern), _flag_letters(spec.flags)
     if isinstance(spec, str):
         return spec, options
     return None
 
 
 def _flag_letters(flags: int) -> str:
-    letters = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x"}
+    # as bson encodes them (``bson._encode_regex``): a flag outside m/s/x takes a regex's prefix away
+    letters = {re.IGNORECASE: "i", re.LOCALE: "l", re.MULTILINE: "m", re.DOTALL: "s", re.UNICODE: "u", re.VERBOSE: "x"}
     return "".join(v for k, v in letters.items() if flags & k)
 
 

@@ -223,8 +223,9 @@ def test_a_refined_vectors_key_is_accepted_and_stays_targeted(version: str) -> N
     assert verdict["verdict"] == "supported" and "refineCollectionShardKey" in verdict["advice"]
 
 
-def test_hashed_keys_keep_single_item_operations_on_one_shard() -> None:
-    cluster, sharded = cluster_store("7.0.12", {"_id": "hashed"}, {"item_id": "hashed"})
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_hashed_keys_keep_single_item_operations_on_one_shard(version: str) -> None:
+    cluster, sharded = cluster_store(version, {"_id": "hashed"}, {"item_id": "hashed"})
     plain = plain_store()
     sharded.setup()
     plain.setup()
