@@ -186,21 +186,30 @@ class _Atlas:
         more, unless the mode fixes the candidate set (fusion, reranking); with recency, also
         while an item beyond the hits could still blend into the page. Once every scored item
         was seen, the page is filled with the items that have no valid vector.
+
+        Fewer hits than asked means every candidate was seen, except behind ``mongos``: there each
+        shard's mongot answers its own top ``k`` and the shard's ``idLookup`` drops orphans (copies
+        a chunk migration left behind) without topping up, so a short answer may hide more. There a
+        short page asks again (four times more) until asking for more brings no more hits, or up to
+        ``MAX_CANDIDATES``: one more aggregate when the candidates really are exhausted.
         """
         op, ctx, index = s.op, state.ctx, state.index
         assert index is not None
         fixed = index.hybrid is not None or index.rerank is not None
+        sharded = state.caps is not None and state.caps.sharded
         k = initial_k(op, index)
         out = first[0]
+        before = -1  # hits of the previous, smaller ask (behind mongos)
         while True:
             facet, docs = q.page_rows(out)
             hits = facet["hits"][0]["n"] if facet["hits"] else 0
             scored = facet["scored"][0]["n"] if facet["scored"] else 0
             ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
-            exhausted = fixed or hits < k
+            exhausted = fixed or (hits < k and (not sharded or hits <= before or k >= MAX_CANDIDATES))
             full = len(ranked) >= op.limit and not _recency_may_reach(index, facet, ranked)
             if full or exhausted or k >= MAX_CANDIDATES:
                 break
+            before = hits
             k = min(MAX_CANDIDATES, k * 4)
             out = yield _atlas_page(s, ctx, index, k)
         page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
