@@ -11,6 +11,7 @@ from langgraph.store.base import InvalidNamespaceError
 
 from mongostore.aio import AsyncMongoStore
 from mongostore.config import MongoIndexConfig
+from mongostore.core.plan.purge import PurgeReport
 from mongostore.errors import (
     ConfigurationError,
     DamagedStoreFileError,
@@ -37,6 +38,7 @@ __all__ = [
     "MongoStore",
     "MongoStoreError",
     "PipelineError",
+    "PurgeReport",
     "ServerUnreachableError",
     "VectorIndexError",
     "WriteError",
