@@ -78,10 +78,11 @@ def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
 def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
-    yield from query_phase(state)
+    yield from probe_phase(state)
     answers = yield from read_phase(state)
     answer_phase(state, answers)
     yield from embed_phase(state)
+    yield from search_read_phase(state)
     yield from rank_phase(state)
     outcome: BatchOutcome = yield from write_phase(state)
     return outcome
@@ -142,26 +143,21 @@ def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     return dict(zip(texts, embedded, strict=True))
 
 
-def query_phase(state: BatchState) -> Plan:
-    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``,
-    first: their searches can then join the batch's other reads)."""
+def probe_phase(state: BatchState) -> Plan:
+    """For semantic searches: the search path (one ``Probe``); an Atlas-only mode fails here, before any read."""
     index = state.index
     if not state.semantic or index is None:
         return None
     caps = yield Probe(index.index_name)
     state.caps, state.use_atlas = caps, caps.vector_search
-    path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
-    if index.auto_embed is not None:  # automated embedding: Atlas embeds the query text
-        return None
-    vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in state.semantic)), index)
-    for s in state.semantic:
-        s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    path_for(index, caps, state.use_atlas)
     return None
 
 
 def read_phase(state: BatchState) -> Plan:
-    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first. When
-    ``$vectorSearch`` refuses, the store ranks locally from then on and the reads are asked again."""
+    """Every read of the batch that needs no query vector, in one ``Parallel`` step; returns the answers,
+    last read first. When ``$vectorSearch`` refuses, the store ranks locally from then on and the reads
+    are asked again."""
     while True:
         reads = batch_reads(state)
         try:
@@ -175,9 +171,34 @@ def read_phase(state: BatchState) -> Plan:
     return answers
 
 
+def search_read_phase(state: BatchState) -> Plan:
+    """The reads that need their query's vector (``$vectorSearch`` pages), in one ``Parallel`` step after
+    the batch's one embedding call; when ``$vectorSearch`` refuses, those searches rank locally."""
+    while True:
+        waiting = [s for s in state.semantic if s.n_reads == 0]
+        if not waiting:
+            return None
+        reads: list[list[Step]] = []
+        for s in waiting:
+            s.path = search_path(state)
+            reads.append(s.path.reads(s, state))
+        try:
+            answers = list((yield Parallel(tuple(r for rs in reads for r in rs))))
+        except Exception as exc:
+            if not state.use_atlas:
+                raise
+            yield from fall_back(state, exc)
+            continue
+        at = 0
+        for s, rs in zip(waiting, reads, strict=True):
+            s.first, s.n_reads = answers[at : at + len(rs)], len(rs)
+            at += len(rs)
+        return None
+
+
 def batch_reads(state: BatchState) -> list[Step]:
-    """Every read of a batch, in the order ``answer_phase`` consumes the answers: gets, searches,
-    listings, the puts' stored hashes."""
+    """Every read of a batch that needs no query vector, in the order ``answer_phase`` consumes the answers:
+    gets, searches, listings, the puts' stored hashes."""
     ctx = state.ctx
     cutoff = ctx.expiry_cutoff
     reads: list[Step] = []
@@ -193,6 +214,9 @@ def batch_reads(state: BatchState) -> list[Step]:
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
         else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
             s.path = search_path(state)
+            if s.path.needs_vector(state):  # after the embedding call: ``search_read_phase``
+                s.n_reads = 0
+                continue
             first = s.path.reads(s, state)
             s.n_reads = len(first)
             reads.extend(first)
@@ -226,7 +250,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
         if s.op.limit == 0:
             state.results[s.pos] = []
         elif s.semantic:
-            s.first = [answers.pop() for _ in range(s.n_reads)]
+            s.first = [answers.pop() for _ in range(s.n_reads)]  # none yet when it waits for its vector
         else:
             docs = answers.pop()
             state.results[s.pos] = [doc_to_search_item(d) for d in docs]
@@ -244,20 +268,26 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
 
 
 def embed_phase(state: BatchState) -> Plan:
-    """One ``Embed`` call for the puts' texts not stored under the same hash (none with automated
-    embedding: Atlas embeds the stored texts at index time)."""
+    """The batch's one ``Embed`` call: its semantic searches' queries and its puts' texts not stored under
+    the same hash, together (none with automated embedding: Atlas embeds queries and stored texts)."""
     index = state.index
     if index is None or index.auto_embed is not None:
         return None
-    to_embed: dict[str, None] = {}
+    queries = [str(s.op.query) for s in state.semantic]
+    to_embed: dict[str, None] = dict.fromkeys(queries)
+    changed: dict[str, None] = {}
     for p in state.puts.values():
         old = state.stored.get(p.id, {})
         for fname, (text, h) in p.texts.items():
             if old.get(fname) != h:
-                to_embed.setdefault(text)
-    if to_embed:
-        embedded = yield from embed_texts(tuple(to_embed), index)
-        state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
+                changed.setdefault(text)
+    to_embed.update(changed)
+    if not to_embed:
+        return None
+    embedded = yield from embed_texts(tuple(to_embed), index)
+    for s in state.semantic:
+        s.query_vector = np.asarray(embedded[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    state.packed = {text: q.float32_vector(embedded[text]) for text in changed}
     return None
 
 

@@ -80,7 +80,7 @@ class PendingSearch:
     semantic: bool
     query_vector: list[float] | None = None
     path: Any = None  # its ``plan.paths.SearchPath``, chosen when the batch's reads are built
-    n_reads: int = 0  # how many of the batch's reads are its path's
+    n_reads: int = 0  # how many of the batch's reads are its path's (0: waiting for its query vector)
     first: list[Any] = field(default_factory=list)  # their answers, in the order the path asked
 
 
@@ -94,7 +94,7 @@ class BatchState:
     searches: list[PendingSearch] = field(default_factory=list)
     listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
-    use_atlas: bool = False  # query_phase: the search path
+    use_atlas: bool = False  # probe_phase: the search path
     caps: Capabilities | None = None
     stored: dict[str, dict[str, str]] = field(default_factory=dict)  # item id -> {field: text_hash} stored
     packed: dict[str, Any] = field(default_factory=dict)  # text -> its new float32 BinData vector

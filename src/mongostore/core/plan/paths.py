@@ -46,6 +46,10 @@ _REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned a
 
 
 class SearchPath(Protocol):
+    def needs_vector(self, state: BatchState) -> bool:
+        """Do its reads need the query's vector (then they wait for the batch's embedding call)?"""
+        ...
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The reads this search joins the batch's reads with."""
         ...
@@ -175,6 +179,9 @@ def _recency_may_reach(index: IndexSettings, facet: dict[str, Any], ranked: list
 
 
 class _Atlas:
+    def needs_vector(self, state: BatchState) -> bool:
+        return state.index is not None and state.index.auto_embed is None  # else Atlas embeds the query
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         assert state.index is not None
         return [_atlas_page(s, state.ctx, state.index, initial_k(s.op, state.index))]
@@ -222,6 +229,9 @@ class _Atlas:
 
 
 class _Local:
+    def needs_vector(self, state: BatchState) -> bool:
+        return False  # the candidates are read as they are, ranked after the embedding call
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The candidate items (ids and listed hashes only: each field costs decoding per item)
         and, unless the store's vector cache holds the prefix, every vector under it."""
@@ -311,6 +321,9 @@ class _Local:
 
 
 class _Fusion:
+    def needs_vector(self, state: BatchState) -> bool:
+        return False
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The candidate items, and the texts in scope: those the Atlas rankings see (the prefix and the pre-filterable
         conditions), expired or stale ones included (they are dropped after)."""
