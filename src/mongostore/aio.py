@@ -169,8 +169,8 @@ class AsyncMongoStore(_StoreBase, BaseStore):
             self._task = self._loop.create_task(_drain(self._aqueue, weakref.ref(self)))
 
     async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        op = GetOp(namespace, str(key), self._refresh(refresh_ttl))
-        return await self._queue(op)  # type: ignore[no-any-return]
+        item: Item | None = await self._queue(GetOp(namespace, str(key), self._refresh(refresh_ttl)))
+        return item
 
     async def aput(
         self,
@@ -209,7 +209,8 @@ class AsyncMongoStore(_StoreBase, BaseStore):
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
         op = SearchOp(namespace_prefix, filter, limit, offset, query, refresh_ttl=self._refresh(refresh_ttl))
-        return await self._queue(op)  # type: ignore[no-any-return]
+        found: list[SearchItem] = await self._queue(op)
+        return found
 
     async def alist_namespaces(
         self,
@@ -226,7 +227,8 @@ class AsyncMongoStore(_StoreBase, BaseStore):
         if suffix:
             conditions.append(MatchCondition("suffix", as_namespace(suffix, "suffix")))
         op = ListNamespacesOp(tuple(conditions), max_depth, limit, offset)
-        return await self._queue(op)  # type: ignore[no-any-return]
+        namespaces: list[tuple[str, ...]] = await self._queue(op)
+        return namespaces
 
     async def setup(self) -> None:
         """As ``MongoStore.setup``."""
@@ -235,24 +237,24 @@ class AsyncMongoStore(_StoreBase, BaseStore):
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """As ``MongoStore.shard_collections``."""
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+        return await run_async(plan, self._io)
 
     async def status(self) -> dict[str, Any]:
-        return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._status_plan(), self._io)
 
     async def apurge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
         """As ``MongoStore.purge``."""
-        return await run_async(self._purge_plan(namespace_prefix, dry_run), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._purge_plan(namespace_prefix, dry_run), self._io)
 
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """As ``MongoStore.aggregate``."""
-        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)
 
     async def sweep_ttl(self) -> int:
         """As ``MongoStore.sweep_ttl``."""
-        return await run_async(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._sweep_plan(), self._io)
 
     async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
         """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from langgraph.store.base import BaseStore, IndexConfig, NotProvided, Op, PutOp, Result, TTLConfig
 from pymongo import MongoClient
@@ -39,6 +39,7 @@ DEFAULT_COLLECTION = "memories"
 DEFAULT_SWEEP_MINUTES = 5.0
 DRIVER_INFO = DriverInfo(name="mongostore", version="0.1.0")
 _OMIT_EXPIRED = TTLSettings(omit_expired=True)  # all a plan reads of the TTL settings
+_R = TypeVar("_R")
 
 
 def utcnow() -> datetime:
@@ -125,7 +126,9 @@ class _StoreBase:
             for op in ops
         ]
 
-    def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
+    def _batch_plan(
+        self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan[_R]]
+    ) -> _plan.Plan[_R]:
         ops = self._with_default_ttl(ops)  # errors still go to their callers: they name namespace and key
         # Asked once per store (no I/O on mongomock); behind mongos the plans target shards.
         server: Capabilities = yield ServerInfo()
@@ -141,22 +144,24 @@ class _StoreBase:
         )
         return (yield from batch(ops, ctx))
 
-    def _aggregate_plan(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> _plan.Plan:
+    def _aggregate_plan(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
+    ) -> _plan.Plan[list[dict[str, Any]]]:
         server: Capabilities = yield ServerInfo()
         cutoff = utcnow() if self._omit_expired() else None
         scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.ranges)
         return (yield from _plan.aggregate_plan(scoped))
 
-    def _purge_plan(self, namespace_prefix: tuple[str, ...], dry_run: bool) -> _plan.Plan:
+    def _purge_plan(self, namespace_prefix: tuple[str, ...], dry_run: bool) -> _plan.Plan[_plan.PurgeReport]:
         prefix = _plan.check_purge_prefix(namespace_prefix)  # before any I/O
         if not isinstance(dry_run, bool):
             raise TypeError(f"dry_run must be True or False, got {dry_run!r}")
         return _plan.purge_plan(prefix, self.vectors_collection is not None, dry_run, self._vector_cache)
 
-    def _status_plan(self) -> _plan.Plan:
+    def _status_plan(self) -> _plan.Plan[dict[str, Any]]:
         return _plan.status_plan(self._index, self._vectors_name())
 
-    def _sweep_plan(self) -> _plan.Plan:
+    def _sweep_plan(self) -> _plan.Plan[int]:
         return _plan.sweep_plan(utcnow(), self.vectors_collection is not None)
 
     def _sweep_seconds(self, minutes: float | None) -> float:
@@ -267,7 +272,7 @@ class MongoStore(_StoreBase, BaseStore):
             yield store
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -283,29 +288,29 @@ class MongoStore(_StoreBase, BaseStore):
         ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
         collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
-        return run_sync(plan, self._io)  # type: ignore[no-any-return]
+        return run_sync(plan, self._io)
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
-        return run_sync(self._status_plan(), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._status_plan(), self._io)
 
     def purge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
         """Delete every item under ``namespace_prefix`` (whole labels: ``("a",)`` never touches
         ``("ab", ...)``) with its vectors, in bounded batches; returns how many of each. ``dry_run``:
         count them, delete nothing. The empty prefix is refused (``InvalidNamespaceError``)."""
-        return run_sync(self._purge_plan(namespace_prefix, dry_run), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._purge_plan(namespace_prefix, dry_run), self._io)
 
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only: the scoping
         ``$match`` first, stages that could read or write outside it refused (``PipelineError``)."""
-        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted (MongoDB's
         TTL monitor does it about once a minute; this is for the embedded stores, or at a known time)."""
-        return run_sync(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._sweep_plan(), self._io)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""

@@ -68,14 +68,14 @@ class BatchOutcome:
             raise WriteError([(ns, key, msg) for (ns, key), msg in self.failures.items()], self.stored)
 
 
-def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan[list[Result]]:
     """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
     outcome: BatchOutcome = yield from batch_outcome_plan(ops, ctx)
     outcome.raise_any()
     return outcome.results
 
 
-def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan[BatchOutcome]:
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
     yield from probe_phase(state)
@@ -131,7 +131,7 @@ def indexed_texts(
     return texts
 
 
-def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan[dict[str, Any]]:
     """One embedding call, its answer checked before anything is written; returns ``{text: vector}``,
     each as the embedder gave it (puts pack it straight to float32, queries take plain floats)."""
     embedded = yield Embed(texts)
@@ -143,7 +143,7 @@ def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     return dict(zip(texts, embedded, strict=True))
 
 
-def probe_phase(state: BatchState) -> Plan:
+def probe_phase(state: BatchState) -> Plan[None]:
     """For semantic searches: the search path (one ``Probe``); an Atlas-only mode fails here, before any read."""
     index = state.index
     if not state.semantic or index is None:
@@ -154,7 +154,7 @@ def probe_phase(state: BatchState) -> Plan:
     return None
 
 
-def read_phase(state: BatchState) -> Plan:
+def read_phase(state: BatchState) -> Plan[list[Any]]:
     """Every read of the batch that needs no query vector, in one ``Parallel`` step; returns the answers,
     last read first. When ``$vectorSearch`` refuses, the store ranks locally from then on and the reads
     are asked again."""
@@ -171,7 +171,7 @@ def read_phase(state: BatchState) -> Plan:
     return answers
 
 
-def search_read_phase(state: BatchState) -> Plan:
+def search_read_phase(state: BatchState) -> Plan[None]:
     """The reads that need their query's vector (``$vectorSearch`` pages), in one ``Parallel`` step after
     the batch's one embedding call; when ``$vectorSearch`` refuses, those searches rank locally."""
     while True:
@@ -267,7 +267,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
             state.stored.setdefault(doc["item_id"], {})[doc["field"]] = doc["text_hash"]
 
 
-def embed_phase(state: BatchState) -> Plan:
+def embed_phase(state: BatchState) -> Plan[None]:
     """The batch's one ``Embed`` call: its semantic searches' queries and its puts' texts not stored under
     the same hash, together (none with automated embedding: Atlas embeds queries and stored texts)."""
     index = state.index
@@ -291,7 +291,7 @@ def embed_phase(state: BatchState) -> Plan:
     return None
 
 
-def rank_phase(state: BatchState) -> Plan:
+def rank_phase(state: BatchState) -> Plan[None]:
     """Rank and page each semantic search by its search path."""
     for s in state.semantic:
         docs_scores = yield from s.path.rank(s, state, s.first)
@@ -300,7 +300,7 @@ def rank_phase(state: BatchState) -> Plan:
     return None
 
 
-def write_phase(state: BatchState) -> Plan:
+def write_phase(state: BatchState) -> Plan[BatchOutcome]:
     """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome`` (a failed
     write is reported in it). The time is read now, after the embedding call; each put gets its own
     millisecond, the last put "now", so newest-first lists a batch in op order."""

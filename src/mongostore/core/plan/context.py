@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.base import GetOp, ListNamespacesOp, Result, SearchOp
 
@@ -18,7 +18,10 @@ from mongostore.core.steps import Capabilities, Step
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
 LARGE_BATCH = 100_000
 
-Plan = Generator[Step, Any, Any]
+R = TypeVar("R")
+
+#: A plan answering ``R``: it yields steps, is sent their answers, and returns its result.
+Plan = Generator[Step, Any, R]
 
 
 def write_clock() -> datetime:

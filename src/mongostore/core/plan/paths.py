@@ -45,6 +45,10 @@ QUERY_FEATURE_NOT_ALLOWED = 224
 _REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned about once per process
 
 
+# A search's page: each item document with its score (None: an item without a valid vector).
+Page = list[tuple[dict[str, Any], float | None]]
+
+
 class SearchPath(Protocol):
     def needs_vector(self, state: BatchState) -> bool:
         """Do its reads need the query's vector (then they wait for the batch's embedding call)?"""
@@ -54,7 +58,7 @@ class SearchPath(Protocol):
         """The reads this search joins the batch's reads with."""
         ...
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """The page, ``[(item document, score or None)]``, from the answers of ``reads``."""
         ...
 
@@ -69,7 +73,7 @@ def search_path(state: BatchState) -> SearchPath:
     return FUSION if index.hybrid is not None else LOCAL
 
 
-def fall_back(state: BatchState, exc: Exception) -> Plan:
+def fall_back(state: BatchState, exc: Exception) -> Plan[None]:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
     assert index is not None
@@ -186,7 +190,7 @@ class _Atlas:
         assert state.index is not None
         return [_atlas_page(s, state.ctx, state.index, initial_k(s.op, state.index))]
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Page through Atlas's answers, each page entry with its item (``q.page_rows``).
 
         When a page comes back short while more candidates exist, ask again with four times
@@ -246,7 +250,7 @@ class _Local:
             reads.append(Find("vectors", under, VECTOR_PROJECTION, batch_size=LARGE_BATCH))
         return reads
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
 
         Vectors the cache lacks are fetched; the page's items are read with (same trip) a check
@@ -336,7 +340,7 @@ class _Fusion:
             Find("vectors", scope, {**VECTOR_PROJECTION, "_id": 1, r.TEXT_PATH: 1}),
         ]
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Both rankings over the texts in scope, fused (``retrieval.local_fusion``), best per
         item; the vectors are scored by the store's ``VectorCache``, as on the local path."""
         op, ctx, index = s.op, state.ctx, state.index

@@ -48,7 +48,7 @@ def purge_plan(
     dry_run: bool = False,
     cache: _vectors.VectorCache | None = None,
     batch: int | None = None,
-) -> Plan:
+) -> Plan[PurgeReport]:
     """Delete the items under the prefix (whole labels: its ``_id`` range, which mongos targets) and their
     vector documents (their ``item_id`` s, in the same range), ``batch`` items at a time, the items first:
     a purge cut short leaves vectors no item lists (the TTL sweep's to remove), never an item listing a
@@ -80,7 +80,7 @@ def purge_plan(
     return PurgeReport(namespace_prefix, items, vectors)
 
 
-def _delete(role: q.Role, filt: dict[str, Any]) -> Plan:
+def _delete(role: q.Role, filt: dict[str, Any]) -> Plan[int]:
     outcome: WriteOutcome = yield Write((q.WriteRequest(role, "delete_many", filt),))
     if outcome.errors:
         raise WriteError([((), "", f"the purge's delete of {role} failed: {msg}") for _, msg in outcome.errors])

@@ -28,7 +28,7 @@ from mongostore.core.steps import (
 from mongostore.errors import WriteError
 
 
-def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
+def sweep_plan(now: datetime, with_vectors: bool) -> Plan[int]:
     """Delete expired items (and their vectors): for servers or emulated engines with no TTL monitor."""
     roles: tuple[q.Role, ...] = ("vectors", "items") if with_vectors else ("items",)
     expired = {"expires_at": {"$lte": now}}
@@ -38,7 +38,7 @@ def sweep_plan(now: datetime, with_vectors: bool) -> Plan:
     return outcome.deleted
 
 
-def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
+def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan[dict[str, Any]]:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
@@ -90,7 +90,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str) -> Plan:
     }
 
 
-def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
+def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan[list[dict[str, Any]]]:
     """The pipeline's output documents, with ints as ints (``plain_value``) on every backend."""
     docs = yield Aggregate("items", pipeline)
     return [plain_value(doc) for doc in docs]
