@@ -11,7 +11,10 @@ from langgraph.store.base import InvalidNamespaceError
 
 from mongostore.aio import AsyncMongoStore
 from mongostore.config import MongoIndexConfig
+from mongostore.core.changes import Change
 from mongostore.errors import (
+    ChangeFeedUnavailableError,
+    ChangeHistoryLostError,
     ConfigurationError,
     DamagedStoreFileError,
     InvalidFilterError,
@@ -28,6 +31,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncMongoStore",
+    "Change",
+    "ChangeFeedUnavailableError",
+    "ChangeHistoryLostError",
     "ConfigurationError",
     "DamagedStoreFileError",
     "InvalidFilterError",
