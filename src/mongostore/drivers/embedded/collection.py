@@ -994,8 +994,7 @@ class LocalCollection:
 
 def _last_seq(conn: sqlite3.Connection) -> int:
     """The change log's latest sequence number (0: none yet)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = '_changes'").fetchone()
-    return int(row[0]) if row else 0
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM _changes").fetchone()[0])
 
 
 def _page(matches: Iterable[_T], skip: int, limit: int) -> Iterator[_T]:

@@ -63,9 +63,10 @@ CHANGE_LOG_PRUNE_EVERY = 256
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _T = TypeVar("_T")
 
-# AUTOINCREMENT: a sequence number is never used twice, even once pruned (it is the resume token).
+# ``seq`` (the resume token) is the rowid: the next is the largest + 1, never used twice because pruning
+# keeps the newest rows (no AUTOINCREMENT: its sqlite_sequence row would be one more page per commit).
 _CHANGES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS _changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS _changes (seq INTEGER PRIMARY KEY, collection TEXT NOT NULL,
                                      op TEXT NOT NULL, id NOT NULL, doc BLOB, fields TEXT, at INTEGER NOT NULL);
 """
 
