@@ -16,14 +16,11 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pymongo.errors import OperationFailure
 
-from mongostore.drivers.embedded.collection import _from_id, _matches, decode
-
-if TYPE_CHECKING:
-    from mongostore.drivers.embedded.collection import LocalCollection
+from mongostore.drivers.embedded.sqlite import LocalDB
 
 #: Seconds between two looks at the log while waiting for a change.
 POLL_SECONDS = 0.05
@@ -32,6 +29,21 @@ _BATCH = 500
 HISTORY_LOST, INVALID_RESUME_TOKEN = 286, 260
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _POST_IMAGE_MODES = frozenset({"updateLookup", "whenAvailable", "required"})
+
+
+class Watched(Protocol):
+    """What a stream needs of the ``LocalCollection`` it watches (that module opens streams: no import back)."""
+
+    engine: LocalDB
+    name: str
+
+    def log_changes(self) -> int: ...
+
+    def decode_row(self, blob: bytes) -> dict[str, Any]: ...
+
+    def id_of(self, key: Any) -> Any: ...
+
+    def matches(self, filt: Any, doc: Any) -> bool: ...
 
 
 def token_seq(token: Mapping[str, Any]) -> int:
@@ -57,7 +69,7 @@ class LocalChangeStream:
 
     def __init__(
         self,
-        coll: LocalCollection,
+        coll: Watched,
         pipeline: Sequence[Mapping[str, Any]] | None,
         full_document: str | None,
         start_after: Mapping[str, Any] | None,
@@ -202,9 +214,9 @@ class LocalChangeStream:
         if op == "drop":
             self._ending = True
         else:
-            event["documentKey"] = {"_id": _from_id(key)}
+            event["documentKey"] = {"_id": self._coll.id_of(key)}
         if blob is not None:
-            doc = decode(blob)
+            doc = self._coll.decode_row(blob)
             if op != "update" or self._post_images:
                 event["fullDocument"] = doc
             if op == "update":
@@ -214,7 +226,7 @@ class LocalChangeStream:
                     "removedFields": [n for n in names if n not in doc],
                     "truncatedArrays": [],
                 }
-        if all(_matches(f, event) for f in self._filters):
+        if all(self._coll.matches(f, event) for f in self._filters):
             self._buffer.append(event)
         if self._ending:
             self._buffer.append({"_id": {"_local": seq}, "operationType": "invalidate", "wallTime": event["wallTime"]})

@@ -875,6 +875,16 @@ class LocalCollection:
             raise NotImplementedError(f"the local store's change streams take no {', '.join(sorted(options))}")
         return LocalChangeStream(self, pipeline, full_document, start_after or resume_after, max_await_time_ms)
 
+    # How its change streams read the log (``changelog.Watched``: that module imports nothing of this one).
+    def decode_row(self, blob: bytes) -> dict[str, Any]:
+        return decode(blob)
+
+    def id_of(self, key: Any) -> Any:
+        return _from_id(key)
+
+    def matches(self, filt: Any, doc: Any) -> bool:
+        return _matches(filt, doc)
+
     def log_changes(self) -> int:
         """Start logging this collection's writes (once; kept in the file); the latest sequence number."""
         with self.engine.reading() as state:
