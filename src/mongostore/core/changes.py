@@ -4,9 +4,10 @@ which has the same shape) into a ``Change``. The streams themselves are opened i
 
 An item's ``_id`` is ``path + NUL + key`` (``codec.item_id``), and a delete event carries nothing but
 ``documentKey._id``: so the prefix is matched on ``documentKey._id`` by its string range (the one
-``queries.prefix_range`` gives, which also keeps the stream targeted behind mongos), and a delete's
-namespace and key are read back from that ``_id``. Labels reach the server only as values of
-``$gte`` / ``$lt``, never as an operator or a pattern.
+``queries.prefix_range`` gives), and a delete's namespace and key are read back from that ``_id``. Labels
+reach the server only as values of ``$gte`` / ``$lt``, never as an operator or a pattern. Behind mongos
+every shard runs the stream whatever the range (MongoDB's manual, "Sharded Cluster Considerations"): the
+``$match`` runs on each shard, so only the prefix's events travel to mongos and to the watcher.
 """
 
 from __future__ import annotations
