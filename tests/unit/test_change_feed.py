@@ -3,7 +3,7 @@
 The pure half (``core.changes``: the pipeline, events read into ``Change`` s) is tested on its own; the
 local store's log end to end, across store instances with their own engines (as processes have) and
 across processes; the server path over a fake stream (the real one is in
-tests/integration/test_change_feed_real.py); mongomock's refusal. Every wait is bounded: a feed is read
+tests/integration/test_change_feed_backends.py); mongomock's refusal. Every wait is bounded: a feed is read
 with ``try_next`` until a deadline, never with a bare ``next``.
 """
 
@@ -428,3 +428,40 @@ def test_a_servers_refusal_says_what_is_needed(error: OperationFailure, expected
         MongoStore(FakeServerCollection(error=error)).watch(("a",))
     if expected is ChangeFeedUnavailableError:
         assert "replica set" in str(info.value) and str(error) in str(info.value)
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
+    """README "Change feed": its block, on a local store whose collection a writer drops at the end (the
+    feed then ends, as a change stream does on an invalidate), in a thread joined with a timeout."""
+    import re
+    import threading
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", readme.split("## Change feed", 1)[1], re.S)
+    assert block is not None
+    store = fresh(tmp_path)
+    store.watch().close()  # the log is kept from here
+
+    class FromTheStart:
+        """The store, whose ``watch`` starts at the log's beginning: the writer may finish before it opens."""
+
+        def watch(self, prefix: Any, start_after: Any = None) -> Any:
+            return store.watch(prefix, start_after=start_after or {"_local": 0})
+
+    printed: list[str] = []
+    scope: dict[str, Any] = {"store": FromTheStart(), "print": lambda *a: printed.append(" ".join(map(str, a)))}
+
+    def write() -> None:
+        writer = fresh(tmp_path)
+        writer.put(("users", "alice"), "k1", {"text": "hi"})
+        writer.put(("users", "bob"), "k1", {"text": "not alice"})
+        writer.delete(("users", "alice"), "k1")
+        writer.collection.drop()
+
+    threading.Thread(target=write, daemon=True).start()
+    runner = threading.Thread(target=exec, args=(block.group(1), scope), daemon=True)
+    runner.start()
+    runner.join(WAIT)
+    assert not runner.is_alive()
+    assert printed == ["put ('users', 'alice') k1 {'text': 'hi'}", "delete ('users', 'alice') k1 None"]
+    assert scope["token"] == {"_local": 3}
