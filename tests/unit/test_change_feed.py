@@ -465,3 +465,46 @@ def test_the_readme_snippet_runs_as_written(tmp_path: Path) -> None:
     assert not runner.is_alive()
     assert printed == ["put ('users', 'alice') k1 {'text': 'hi'}", "delete ('users', 'alice') k1 None"]
     assert scope["token"] == {"_local": 3}
+
+
+class FakeAsyncServerCollection(FakeServerCollection):
+    """pymongo's ``AsyncCollection`` surface: ``watch`` is a coroutine, so are the stream's reads."""
+
+    async def watch(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        stream = super().watch(**kwargs)
+
+        class Async:
+            alive = property(lambda _: stream.alive)
+            resume_token = property(lambda _: stream.resume_token)
+
+            async def try_next(self) -> dict[str, Any] | None:
+                return stream.try_next()
+
+            async def close(self) -> None:
+                stream.close()
+
+        return Async()
+
+
+async def test_the_async_store_reads_a_servers_stream_natively() -> None:
+    coll = FakeAsyncServerCollection(
+        [
+            event("insert", "a.\x00k", 1, {"v": 1}),
+            event("delete", "a.\x00k", 2),
+            {"_id": {}, "operationType": "invalidate"},
+        ]
+    )
+    store = AsyncMongoStore(coll)
+    feed = store.awatch(("a",))
+    assert coll.calls == []  # opened on the first read
+    async with feed:
+        got = [change async for change in feed]
+    assert short(got) == [("put", ("a",), "k", {"v": 1}), ("delete", ("a",), "k", None)]
+    assert coll.calls[0]["max_await_time_ms"] == 1000 and coll.stream.closed
+
+
+async def test_the_async_store_translates_a_refusal_on_the_first_read() -> None:
+    error = OperationFailure("The $changeStream stage is only supported on replica sets", 40573)
+    feed = AsyncMongoStore(FakeAsyncServerCollection(error=error)).awatch(("a",))
+    with pytest.raises(ChangeFeedUnavailableError, match="replica set"):
+        await feed.try_next()

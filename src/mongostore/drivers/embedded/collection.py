@@ -864,6 +864,7 @@ class LocalCollection:
         resume_after: Mapping[str, Any] | None = None,
         max_await_time_ms: int | None = None,
         batch_size: int | None = None,
+        *,
         start_after: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Any:
