@@ -36,9 +36,9 @@ __all__ = [
 #: MongoDB's ``ChangeStreamHistoryLost``: the resume point is no longer in the oplog (or the local log).
 HISTORY_LOST = 286
 #: What a server without change streams answers ``$changeStream`` with: 40573 (a standalone mongod: "The
-#: $changeStream stage is only supported on replica sets"), 40324 (an unknown stage), 136 (``ChangeStream``
-#: not supported by this storage engine), 115 (``CommandNotSupported``).
-_UNSUPPORTED_CODES = frozenset({40573, 40324, 136, 115})
+#: $changeStream stage is only supported on replica sets"), 40324 (an unknown stage), 115
+#: (``CommandNotSupported``); a server that gives no code is read by its message (``streams_unsupported``).
+_UNSUPPORTED_CODES = frozenset({40573, 40324, 115})
 #: The events that change an item. ``drop`` / ``rename`` / ``dropDatabase`` are left to the server's
 #: ``invalidate``, which ends the stream (and so the feed).
 _ITEM_OPS = ["insert", "update", "replace", "delete"]
