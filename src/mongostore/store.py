@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Self
 
-from langgraph.store.base import BaseStore, IndexConfig, Op, PutOp, Result, TTLConfig
+from langgraph.store.base import BaseStore, IndexConfig, NotProvided, Op, PutOp, Result, TTLConfig
 from pymongo import MongoClient
 from pymongo.driver_info import DriverInfo
 
@@ -96,6 +96,18 @@ class _StoreBase:
 
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
+
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        """A read's ``refresh_ttl``: as given, else ``ttl_config['refresh_on_read']`` (default True)."""
+        if refresh_ttl is not None:
+            return refresh_ttl
+        return bool((self.ttl_config or {}).get("refresh_on_read", True))
+
+    def _ttl_minutes(self, ttl: float | NotProvided | None) -> float | None:
+        """A put's ``ttl``: as given, else ``ttl_config['default_ttl']`` (None: never expires)."""
+        if isinstance(ttl, NotProvided):
+            return (self.ttl_config or {}).get("default_ttl")
+        return ttl
 
     def _default_for_none(self) -> float | None:
         """``default_ttl`` when ``ttl_config`` says a put with ``ttl=None`` gets it (read live)."""

@@ -175,20 +175,49 @@ def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
     for role, (_key, verdict, _advice) in verdicts.items():
         if verdict != "unsharded":
             continue
-        key = {q.KEY_FIELD[role]: "hashed" if hashed else 1}
+        field = q.KEY_FIELD[role]
+        key = {field: "hashed" if hashed else 1}
+        if hashed:  # mongod refuses to hash a collection that holds documents without this index (code 72)
+            yield from _ensure_index(role, q.hashed_index(field))
         try:
             yield ShardCollection(role, key)
         except OperationFailure as exc:
             if exc.code not in CANNOT_SHARD_CODES:
                 raise
             raise ConfigurationError(
-                f"could not shard the {role} collection on {key}: {exc}. A store set up before on a replica set "
-                "has a unique path_key: drop it (db.<items>.dropIndex('path_key')), run setup() through mongos, "
-                "then shard_collections() again (docs/scaling.md)"
+                f"could not shard the {role} collection on {key}: {exc}. {_shard_advice(exc)}"
             ) from exc
         logger.info("sharded the %s collection on %s", role, key)
         done[role] = key
     return done
+
+
+def _shard_advice(exc: OperationFailure) -> str:
+    """What to do about a ``shardCollection`` refused with code 72 (InvalidOptions), from its message:
+    an incompatible unique index (the unique ``path_key`` of a store set up on a replica set), or no
+    index that supports the key (``shard_key_util.cpp`` words both; the others are said as they are)."""
+    message = str((exc.details or {}).get("errmsg") or exc)
+    if "unique index" in message or "Uniqueness" in message:
+        return (
+            "A store set up before on a replica set has a unique path_key: drop it "
+            "(db.<items>.dropIndex('path_key')), run setup() through mongos, then shard_collections() again "
+            "(docs/scaling.md)"
+        )
+    if "create an index" in message:
+        return (
+            "The collection holds documents and has no index that supports the key: run setup() first (it "
+            "creates the item_id index), or create the key's index, then shard_collections() again (docs/scaling.md)"
+        )
+    return "See docs/scaling.md for the commands to run by hand"
+
+
+def _ensure_index(role: q.Role, spec: q.IndexSpec) -> Plan:
+    """Create one index; an equivalent one under another name (85/86) is as good."""
+    try:
+        yield CreateIndexes(role, (spec,))
+    except OperationFailure as exc:
+        if exc.code not in INDEX_CONFLICT_CODES:
+            raise
 
 
 def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:

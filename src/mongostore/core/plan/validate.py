@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import bson
@@ -30,6 +31,41 @@ from mongostore.core.codec import (
     vector_id,
 )
 from mongostore.errors import InvalidFilterError, InvalidValueError
+
+
+def check_put_namespace(namespace: tuple[str, ...]) -> None:
+    """``put()``'s rules (LangGraph's): not empty, not rooted at ``"langgraph"``, and the labels'."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    _check_labels(namespace)
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+
+
+def dedupe_ops(ops: Sequence[Op]) -> tuple[list[int], list[Op]]:
+    """The ops of one coalesced batch, as LangGraph's batching dedupes them: identical reads run once,
+    a later put or delete of the same item replaces an earlier one (last write wins). Returns, for each
+    op given, the position of the op that answers it, and the ops to run."""
+    run: list[Op] = []
+    answer: list[int] = []
+    writes: dict[tuple[tuple[str, ...], str], int] = {}
+    reads: dict[tuple[type, Op], int] = {}  # by type too: ops are tuples, equal to others of equal fields
+    for op in ops:
+        if isinstance(op, PutOp):
+            at = writes.setdefault((op.namespace, op.key), len(run))
+            if at == len(run):
+                run.append(op)
+            else:
+                run[at] = op
+        else:
+            try:
+                at = reads.setdefault((type(op), op), len(run))
+            except TypeError:  # a filter holding a dict or a list: compared, not hashed
+                at = next((i for i, seen in enumerate(run) if type(seen) is type(op) and seen == op), len(run))
+            if at == len(run):
+                run.append(op)
+        answer.append(at)
+    return answer, run
 
 
 def _check_paging(op: SearchOp | ListNamespacesOp) -> None:

@@ -550,7 +550,11 @@ def project(doc: dict[str, Any], plan: tuple[bool, list[list[str]], bool]) -> di
     if include:
         out: dict[str, Any] = {"_id": doc["_id"]} if keep_id and "_id" in doc else {}
         for path in paths:
-            _take(doc, path, out)
+            if len(path) == 1:  # a top-level field (the store's projections): no walk
+                if path[0] in doc:
+                    out[path[0]] = doc[path[0]]
+            else:
+                _take(doc, path, out)
         return out
     for path in paths:
         _drop(doc, path)
