@@ -12,6 +12,7 @@ from langgraph.store.base import InvalidNamespaceError
 from mongostore.aio import AsyncMongoStore
 from mongostore.config import MongoIndexConfig
 from mongostore.core.changes import Change
+from mongostore.core.plan.purge import PurgeReport
 from mongostore.errors import (
     ChangeFeedUnavailableError,
     ChangeHistoryLostError,
@@ -43,6 +44,7 @@ __all__ = [
     "MongoStore",
     "MongoStoreError",
     "PipelineError",
+    "PurgeReport",
     "ServerUnreachableError",
     "VectorIndexError",
     "WriteError",

@@ -254,6 +254,10 @@ class AsyncMongoStore(_StoreBase, BaseStore):
     async def status(self) -> dict[str, Any]:
         return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
 
+    async def apurge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
+        """As ``MongoStore.purge``."""
+        return await run_async(self._purge_plan(namespace_prefix, dry_run), self._io)  # type: ignore[no-any-return]
+
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:

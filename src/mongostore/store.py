@@ -149,6 +149,12 @@ class _StoreBase:
         scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.ranges)
         return (yield from _plan.aggregate_plan(scoped))
 
+    def _purge_plan(self, namespace_prefix: tuple[str, ...], dry_run: bool) -> _plan.Plan:
+        prefix = _plan.check_purge_prefix(namespace_prefix)  # before any I/O
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run must be True or False, got {dry_run!r}")
+        return _plan.purge_plan(prefix, self.vectors_collection is not None, dry_run, self._vector_cache)
+
     def _status_plan(self) -> _plan.Plan:
         return _plan.status_plan(self._index, self._vectors_name())
 
@@ -302,6 +308,12 @@ class MongoStore(_StoreBase, BaseStore):
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
         return run_sync(self._status_plan(), self._io)  # type: ignore[no-any-return]
+
+    def purge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
+        """Delete every item under ``namespace_prefix`` (whole labels: ``("a",)`` never touches
+        ``("ab", ...)``) with its vectors, in bounded batches; returns how many of each. ``dry_run``:
+        count them, delete nothing. The empty prefix is refused (``InvalidNamespaceError``)."""
+        return run_sync(self._purge_plan(namespace_prefix, dry_run), self._io)  # type: ignore[no-any-return]
 
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]

@@ -503,3 +503,24 @@ def test_a_short_page_costs_one_aggregate_on_atlas_and_one_more_behind_mongos(sh
         assert len([r for r in cluster.since(mark) if r.op == "aggregate" and r.ns.endswith("_vectors")]) == 2
     else:
         assert collection.atlas.vector_search_calls - calls == 1
+
+
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_purge_reaches_only_the_prefixs_shards(version: str) -> None:
+    """Issue 36.1: a purge (and its dry run) reads and deletes by the prefix's ``_id`` / ``item_id``
+    range and by ``$in`` of ids: only the shards holding the tenant, no write without shard key."""
+    cluster, sharded = cluster_store(version)
+    plain = plain_store()
+    for store in (sharded, plain):
+        store.setup()
+        for i, tenant in enumerate(TENANTS):
+            store.put(("users", tenant, "memories"), "m1", {"text": TEXTS[i]})
+            store.put(("users", tenant, "notes"), "n1", {"text": TEXTS[(i + 1) % 6]})
+    for prefix in (("users", "alice"), ("users", "erin", "notes")):
+        for dry_run in (True, False):
+            mark = cluster.mark()
+            got, want = sharded.purge(prefix, dry_run=dry_run), plain.purge(prefix, dry_run=dry_run)
+            assert got == want and got.items > 0, prefix
+            check_records(cluster, f"purge {prefix}", "prefix", prefix, cluster.since(mark))
+    assert sorted(sharded.list_namespaces()) == sorted(plain.list_namespaces())
+    assert ("users", "alice", "memories") not in sharded.list_namespaces()

@@ -147,6 +147,13 @@ class VectorCache:
             for r in [r for (iid, _), r in self._row.items() if iid == item]:
                 self._release(r)
 
+    def forget_many(self, items: Sequence[str]) -> None:
+        """Drop the rows of these items (a purge deleted them): one scan for them all."""
+        gone = set(items)
+        with self._lock:
+            for r in [r for (iid, _), r in self._row.items() if iid in gone]:
+                self._release(r)
+
     def drop(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Release the rows of these (item id, text hash) pairs: their vector documents are gone."""
         with self._lock:

@@ -37,7 +37,7 @@ def check_put_namespace(namespace: tuple[str, ...]) -> None:
     """``put()``'s rules (LangGraph's): not empty, not rooted at ``"langgraph"``, and the labels'."""
     if not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
-    _check_labels(namespace)
+    check_labels(namespace)
     if namespace[0] == "langgraph":
         raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
 
@@ -75,7 +75,7 @@ def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
             raise ValueError(f"{type(op).__name__}.{name} must be a non-negative int, got {v!r}")
 
 
-def _check_labels(namespace: tuple[str, ...]) -> None:
+def check_labels(namespace: tuple[str, ...]) -> None:
     """LangGraph's label rules and ours (UTF-8); a namespace that passed once is remembered."""
     try:
         _labels_ok(namespace)
@@ -141,7 +141,7 @@ def check_op(op: Op) -> Op:
     if isinstance(op, (GetOp, PutOp)):
         ns = as_namespace(op.namespace)
         op = op if ns is op.namespace else op._replace(namespace=ns)
-        _check_labels(ns)  # (LangGraph's validate_op_namespace included)
+        check_labels(ns)  # (LangGraph's validate_op_namespace included)
         _check_key(ns, op.key)
     if isinstance(op, PutOp):
         # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the op's (LangGraph
@@ -161,7 +161,7 @@ def check_op(op: Op) -> Op:
         ns = as_namespace(op.namespace_prefix, "namespace prefix")
         op = op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
         if ns:
-            _check_labels(ns)
+            check_labels(ns)
         _check_paging(op)
         q.value_filter(op.filter)
     elif isinstance(op, ListNamespacesOp):

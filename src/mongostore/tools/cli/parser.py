@@ -22,6 +22,7 @@ from mongostore.tools.cli.items import (
     cmd_search,
 )
 from mongostore.tools.cli.output import PROG
+from mongostore.tools.cli.purge import check_purge, cmd_purge
 from mongostore.tools.cli.reports import check_reports, cmd_demo, cmd_report, cmd_stats
 from mongostore.tools.cli.transfer import check_export, check_import, cmd_export, cmd_import
 from mongostore.tools.cli.watch import check_watch, cmd_watch
@@ -183,6 +184,17 @@ def build_parser() -> _Parser:
     p.add_argument("namespace", help="dotted namespace, e.g. users.alice.memories")
     p.add_argument("key", help=key_help)
     p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
+
+    p = sub(
+        "purge",
+        "delete every item under a namespace prefix, with its vectors (asks first; --yes without a terminal)",
+        cmd_purge,
+        "Whole labels: users.al never touches users.alice. The empty prefix is refused.",
+        check_purge,
+    )
+    p.add_argument("namespace", help="dotted namespace prefix, e.g. users.alice")
+    p.add_argument("--dry-run", action="store_true", help="count what it would delete, delete nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask (needed without a terminal)")
 
     p = sub("search", "list or semantically search items under a namespace prefix", cmd_search, check=check_search)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
