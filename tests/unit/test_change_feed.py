@@ -232,6 +232,18 @@ def test_ttl_refreshes_are_not_changes_and_expiry_deletes_are(tmp_path: Path) ->
         assert quiet(feed) == []
 
 
+def test_a_purge_reaches_a_watcher_as_deletes(tmp_path: Path) -> None:
+    store, watcher = fresh(tmp_path), fresh(tmp_path)
+    for key in ("k1", "k2"):
+        store.put(("tenant", "a"), key, {"v": key})
+    store.put(("tenant", "ab"), "k1", {"v": "sibling"})
+    with watcher.watch(("tenant",)) as feed:
+        store.purge(("tenant", "a"))
+        got = take(feed, 2)
+        assert sorted(short(got)) == [("delete", ("tenant", "a"), "k1", None), ("delete", ("tenant", "a"), "k2", None)]
+        assert quiet(feed) == []  # the sibling ("tenant", "ab") is untouched
+
+
 def test_dropping_the_collection_ends_the_feed(tmp_path: Path) -> None:
     store = fresh(tmp_path)
     feed = store.watch()
