@@ -36,9 +36,11 @@ from langgraph.store.base import (
 )
 
 from mongostore.core import plan as _plan
+from mongostore.core.changes import watch_prefix
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.changes import AsyncChangeFeed
 from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreBase
 
@@ -233,6 +235,18 @@ class AsyncMongoStore(_StoreBase, BaseStore):
     async def setup(self) -> None:
         """As ``MongoStore.setup``."""
         await run_async(_plan.setup_plan(self._index), self._io)
+
+    def awatch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> AsyncChangeFeed:
+        """As ``MongoStore.watch``, an async iterator: ``async for change in store.awatch(("users",))``.
+        The stream opens on the first read (mongomock's refusal comes at once, from this call); the
+        local store's log is read in a thread, never on the event loop."""
+        prefix = watch_prefix(namespace_prefix)
+        backend = self._io.backend
+        if backend.local_file:
+            return AsyncChangeFeed(self.collection.sync, backend, prefix, start_after, threaded=True)
+        return AsyncChangeFeed(self.collection, backend, prefix, start_after, threaded=False)
 
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """As ``MongoStore.shard_collections``."""

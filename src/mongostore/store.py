@@ -21,12 +21,14 @@ from pymongo.driver_info import DriverInfo
 
 from mongostore.config import TTLSettings, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
+from mongostore.core.changes import watch_prefix
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.aio import AsyncIO
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.changes import AsyncChangeFeed, ChangeFeed
 from mongostore.drivers.connect import check_reachable
 from mongostore.drivers.embedded import adapt_collection
 from mongostore.drivers.sync import SyncIO, run_sync
@@ -282,6 +284,24 @@ class MongoStore(_StoreBase, BaseStore):
     def setup(self) -> None:
         """Create the indexes (and the Atlas vector index, waiting until it is queryable). Idempotent."""
         run_sync(_plan.setup_plan(self._index), self._io)
+
+    def watch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> ChangeFeed:
+        """The changes of the items under ``namespace_prefix`` (whole labels), in order, from now on or
+        after ``start_after`` (a ``Change.resume_token``): an iterator of ``mongostore.Change`` that waits
+        for the next one; close it (or use it in ``with``). A change stream on MongoDB (replica sets,
+        sharded clusters, Atlas); the file's change log on the local store (every process's writes);
+        ``ChangeFeedUnavailableError`` at once elsewhere (mongomock, a standalone mongod)."""
+        return ChangeFeed(self.collection, self._io.backend, watch_prefix(namespace_prefix), start_after)
+
+    def awatch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> AsyncChangeFeed:
+        """``watch`` as an async iterator (``async for change in store.awatch(...)``); its blocking reads
+        run in a thread (``AsyncMongoStore.awatch`` reads natively)."""
+        prefix = watch_prefix(namespace_prefix)
+        return AsyncChangeFeed(self.collection, self._io.backend, prefix, start_after, threaded=True)
 
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and

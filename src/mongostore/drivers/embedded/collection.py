@@ -34,7 +34,7 @@ from pymongo.results import BulkWriteResult, DeleteResult, InsertManyResult, Ins
 
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.embedded import sqlquery as sq
-from mongostore.drivers.embedded.sqlite import LocalDB, Table, _Thread, count_nonplain
+from mongostore.drivers.embedded.sqlite import LocalDB, Table, _Thread, count_nonplain, log_change
 
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
 #: The methods that return a cursor (the async face wraps them).
@@ -848,10 +848,57 @@ class LocalCollection:
             if table is None:
                 return
             state.conn.execute(f'DROP TABLE "{table.tbl}"')
+            if table.changes:  # its watchers end, as a change stream is invalidated by a drop
+                log_change(state, table, "drop", "")
             for meta in ("_collections", "_indexes", "_columns"):
                 key = "name" if meta == "_collections" else "collection"
                 state.conn.execute(f"DELETE FROM {meta} WHERE {key} = ?", (self.name,))
             state.tables = None
+
+    # ------------------------------------------------------------------ change streams
+
+    def watch(
+        self,
+        pipeline: Sequence[Mapping[str, Any]] | None = None,
+        full_document: str | None = None,
+        resume_after: Mapping[str, Any] | None = None,
+        max_await_time_ms: int | None = None,
+        batch_size: int | None = None,
+        *,
+        start_after: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Any:
+        """A change stream on this collection, shaped as pymongo's (``changelog.LocalChangeStream``): the
+        changes committed after it opens, or after ``start_after`` / ``resume_after``, by any process."""
+        from mongostore.drivers.embedded.changelog import LocalChangeStream
+
+        if any(v is not None for v in options.values()):
+            raise NotImplementedError(f"the local store's change streams take no {', '.join(sorted(options))}")
+        return LocalChangeStream(self, pipeline, full_document, start_after or resume_after, max_await_time_ms)
+
+    # How its change streams read the log (``changelog.Watched``: that module imports nothing of this one).
+    def decode_row(self, blob: bytes) -> dict[str, Any]:
+        return decode(blob)
+
+    def id_of(self, key: Any) -> Any:
+        return _from_id(key)
+
+    def matches(self, filt: Any, doc: Any) -> bool:
+        return _matches(filt, doc)
+
+    def log_changes(self) -> int:
+        """Start logging this collection's writes (once; kept in the file); the latest sequence number."""
+        with self.engine.reading() as state:
+            table = self._table(state)
+            if table is not None and table.changes:
+                return _last_seq(state.conn)
+        with self.engine.writing() as state:
+            table = self._table(state, create=True)
+            assert table is not None
+            if not table.changes:
+                state.conn.execute("UPDATE _collections SET changes = 1 WHERE name = ?", (self.name,))
+                state.tables = None
+            return _last_seq(state.conn)
 
     # ------------------------------------------------------------------ writes
 
@@ -956,6 +1003,11 @@ class LocalCollection:
         return DeleteResult({"n": self._one(DeleteMany(filter))["nRemoved"]}, True)
 
 
+def _last_seq(conn: sqlite3.Connection) -> int:
+    """The change log's latest sequence number (0: none yet)."""
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM _changes").fetchone()[0])
+
+
 def _page(matches: Iterable[_T], skip: int, limit: int) -> Iterator[_T]:
     """``skip`` then at most ``limit`` (0: all) of ``matches``, reading no further than needed."""
     return itertools.islice(matches, skip, skip + limit if limit else None)
@@ -992,8 +1044,11 @@ class _Writer:
                 f"E11000 duplicate key error collection: {self.coll.full_name} ({exc}); _id: {doc['_id']!r}",
             ) from None
         self._note(nonplain, 1)
+        if self.table.changes:
+            log_change(self.state, self.table, "insert", values[0], values[1])
 
-    def replace(self, key: Any, old_np: str | None, doc: dict[str, Any]) -> None:
+    def replace(self, key: Any, old_np: str | None, doc: dict[str, Any], old: dict[str, Any], op: str) -> None:
+        """Write ``doc`` over the row ``key`` (``old``: the document there; ``op``: "update" or "replace")."""
         values, nonplain = _row(self.table, doc)
         try:
             self.state.conn.execute(self.update_sql, [*values[1:], key])
@@ -1003,6 +1058,9 @@ class _Writer:
             ) from None
         self._note(json.loads(old_np) if old_np else [], -1)
         self._note(nonplain, 1)
+        if self.table.changes:
+            changed = None if op == "replace" else json.dumps(_changed_fields(old, doc))
+            log_change(self.state, self.table, op, key, values[1], changed)
 
     def apply(self, i: int, op: tuple[Any, ...], result: dict[str, Any]) -> None:
         kind = op[0]
@@ -1016,6 +1074,8 @@ class _Writer:
             for _, key, np_fields in found:
                 self.state.conn.execute(f'DELETE FROM "{self.table.tbl}" WHERE id = ?', (key,))
                 self._note(json.loads(np_fields) if np_fields else [], -1)
+                if self.table.changes:
+                    log_change(self.state, self.table, "delete", key)
             result["nRemoved"] += len(found)
             return
         if kind == "replace":
@@ -1044,7 +1104,7 @@ class _Writer:
             doc = {"_id": old["_id"], **{k: v for k, v in doc.items() if k != "_id"}}
             result["nMatched"] += 1
             if bson.encode(doc, codec_options=CODEC) != before:
-                self.replace(key, np_fields, doc)
+                self.replace(key, np_fields, doc, old, "replace" if kind == "replace" else "update")
                 result["nModified"] += 1
 
     def _updated(self, doc: dict[str, Any], filt: Any, update: Any, kind: str, inserting: bool) -> dict[str, Any]:
@@ -1068,6 +1128,14 @@ class _Writer:
             raise
         except (OperationFailure, ValueError, TypeError, KeyError) as exc:
             raise _Failure(getattr(exc, "code", None) or BAD_VALUE, str(exc)) from None
+
+
+_ABSENT = object()
+
+
+def _changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The top-level fields an update set, changed or removed (the log's ``updateDescription``, by field)."""
+    return [name for name in {**old, **new} if old.get(name, _ABSENT) != new.get(name, _ABSENT)]
 
 
 _SCRATCH_LOCK = threading.Lock()
