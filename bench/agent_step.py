@@ -8,7 +8,9 @@ texts unchanged (the agent re-saves what it already knew), some changed:
 
 - ``1 changed``: search + 1 put of a new text under a stored key;
 - ``1 changed + 2 unchanged``: search + 3 puts (unchanged, changed, unchanged);
-- ``2 unchanged``: search + 2 puts whose texts are the stored ones.
+- ``2 unchanged``: search + 2 puts whose texts are the stored ones;
+- ``gathered``: search + 3 puts of new texts + 2 gets, the async calls issued together
+  (``asyncio.gather``: one tick, one batch, one embedding call for the query and the texts).
 
 Each runs as one agent making sync calls in turn (``MongoStore`` vs ``MongoDBStore``), and
 as several agents at once, each awaiting its calls in turn (``AsyncMongoStore``, whose
@@ -38,13 +40,25 @@ from typing import Any
 from _common import MemoEmbeddings, Row, apaired_medians, machine, paired_medians, ratio_spread, save, table
 from _replay import Replayer
 from _timing import LAST_SAMPLES
-from _workloads import TOPICS, Recording, Workload, agent_ns, default_layout, find, memory, record_all
+from _workloads import (
+    TOPICS,
+    Recording,
+    Workload,
+    agent_ns,
+    agent_step_async,
+    agent_step_sync,
+    default_layout,
+    find,
+    memory,
+    record_all,
+)
 from langgraph.store.base import PutOp
 
 # (ms per round trip, ms per embedding call)
 SETTINGS_QUICK = ((2, 60),)
 SETTINGS_FULL = ((1, 50), (2, 60), (5, 200))
 AGENTS = 8  # concurrent agents, one step each
+GATHERED = "agent_gathered"  # one agent's calls gathered in one tick (not several agents)
 
 
 class DelayedEmbeddings(MemoEmbeddings):
@@ -128,6 +142,19 @@ def agent_workloads(agents: int = AGENTS) -> list[Workload]:
                 writes=True,
             )
         )
+    # Issue 35: one agent's six calls (a search, three puts of new texts, two gets) gathered in one
+    # loop tick: one batch, whose query and new texts now share one embedding call.
+    out.append(
+        Workload(
+            GATHERED,
+            "search + 3 puts of new texts + 2 gets",
+            True,
+            6,
+            lambda s: agent_step_sync(s, 0, "gathered"),
+            lambda s: agent_step_async(s, 0, "gathered"),
+            writes=True,
+        )
+    )
     return out
 
 
@@ -202,7 +229,11 @@ async def _async_rows(
         out.append(
             Row(
                 f"agent step, {trip_ms} ms/trip, {embed_ms} ms/embedding",
-                f"{agents} concurrent agents, async calls in turn: {w.label}",
+                (
+                    f"1 agent, its async calls gathered in one tick: {w.label}"
+                    if w.name == GATHERED
+                    else f"{agents} concurrent agents, async calls in turn: {w.label}"
+                ),
                 med["o"] * 1000,
                 med["t"] * 1000,
                 "ms",

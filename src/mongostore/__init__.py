@@ -11,7 +11,11 @@ from langgraph.store.base import InvalidNamespaceError
 
 from mongostore.aio import AsyncMongoStore
 from mongostore.config import MongoIndexConfig
+from mongostore.core.changes import Change
+from mongostore.core.plan.purge import PurgeReport
 from mongostore.errors import (
+    ChangeFeedUnavailableError,
+    ChangeHistoryLostError,
     ConfigurationError,
     DamagedStoreFileError,
     InvalidFilterError,
@@ -28,6 +32,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncMongoStore",
+    "Change",
+    "ChangeFeedUnavailableError",
+    "ChangeHistoryLostError",
     "ConfigurationError",
     "DamagedStoreFileError",
     "InvalidFilterError",
@@ -37,6 +44,7 @@ __all__ = [
     "MongoStore",
     "MongoStoreError",
     "PipelineError",
+    "PurgeReport",
     "ServerUnreachableError",
     "VectorIndexError",
     "WriteError",

@@ -1,7 +1,9 @@
 """``AsyncMongoStore``: native asyncio on pymongo's ``AsyncMongoClient`` (Motor accepted).
 
-A LangGraph ``AsyncBatchedBaseStore``: ``aget``/``aput``/... calls made in one event-loop tick
-are coalesced into one ``abatch``, which runs the same plans as ``MongoStore``.
+A LangGraph ``BaseStore`` whose ``aget``/``aput``/... calls made in one event-loop tick are
+coalesced into one ``abatch`` (as LangGraph's ``AsyncBatchedBaseStore`` does, on our own queue:
+identical reads run once, a bad call or a rejected write fails only its own caller), which runs
+the same plans as ``MongoStore``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal, cast
 
 from langgraph.store.base import (
     NOT_PROVIDED,
+    BaseStore,
     GetOp,
     IndexConfig,
     Item,
@@ -30,16 +33,14 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
-    _ensure_refresh,
-    _ensure_ttl,
-    _validate_namespace,
 )
-from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops
 
 from mongostore.core import plan as _plan
+from mongostore.core.changes import watch_prefix
 from mongostore.core.codec import as_namespace
 from mongostore.drivers.aio import AsyncIO, maybe_await, run_async
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.changes import AsyncChangeFeed
 from mongostore.drivers.connect import check_reachable
 from mongostore.store import DEFAULT_COLLECTION, DEFAULT_DB, DRIVER_INFO, _StoreBase
 
@@ -49,7 +50,7 @@ logger = logging.getLogger("mongostore")
 _OUTCOME: ContextVar[tuple[list[Op], _plan.BatchOutcome] | None] = ContextVar("mongostore_outcome", default=None)
 
 
-class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
+class AsyncMongoStore(_StoreBase, BaseStore):
     """A LangGraph store on a pymongo ``AsyncCollection`` (or a Motor collection).
 
     >>> async with AsyncMongoStore.from_conn_string("mongodb://localhost:27017/?directConnection=true") as store:
@@ -70,16 +71,23 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
         vectors_collection: Any | None = None,
         backend: Backend | None = None,
     ) -> None:
-        self._task = None  # AsyncBatchedBaseStore.__del__ reads it, even when __init__ fails
+        self._task: asyncio.Task[None] | None = None  # __del__ reads it, even when __init__ fails
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # LangGraph raises a bare "no running event loop", then fails in __del__
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
             raise RuntimeError(
                 f"{type(self).__name__} needs a running event loop: create it inside async code (in a "
                 "coroutine run by asyncio.run(), or in `async with AsyncMongoStore.from_conn_string(...)`); "
                 "sync code uses MongoStore"
             ) from None
+        self._aqueue: asyncio.Queue[tuple[asyncio.Future[Any], Op]] = asyncio.Queue()
         super().__init__(collection, index=index, ttl=ttl, vectors_collection=vectors_collection, backend=backend)
+
+    def __del__(self) -> None:
+        task = getattr(self, "_task", None)
+        if task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # its loop already closed
+                task.cancel()
 
     async def __aenter__(self) -> AsyncMongoStore:
         return self
@@ -127,6 +135,19 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
             store._owned_client = client
             yield store
 
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """From another thread than the event loop's: the ops run on the store's loop (as LangGraph's
+        batched stores do); on the loop's own thread it would deadlock, so it is refused."""
+        ops = list(ops)
+        with contextlib.suppress(RuntimeError):  # no loop running in this thread: fine
+            if asyncio.get_running_loop() is self._loop:
+                raise asyncio.InvalidStateError(
+                    f"Synchronous calls to {type(self).__name__} detected in the main event loop: they "
+                    "would block it. Use the async methods there (`await store.aget(...)`, `await "
+                    "store.aput(...)`, `await store.abatch(...)`...)"
+                )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self._loop).result()
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
         outcome: _plan.BatchOutcome = await run_async(self._batch_plan(ops, _plan.batch_outcome_plan), self._io)
@@ -150,8 +171,8 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
             self._task = self._loop.create_task(_drain(self._aqueue, weakref.ref(self)))
 
     async def aget(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        op = GetOp(namespace, str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
-        return await self._queue(op)  # type: ignore[no-any-return]
+        item: Item | None = await self._queue(GetOp(namespace, str(key), self._refresh(refresh_ttl)))
+        return item
 
     async def aput(
         self,
@@ -163,10 +184,10 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
         namespace = as_namespace(namespace)
-        _validate_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
+        _plan.check_put_namespace(namespace)  # put()'s own rules: not empty, not rooted at "langgraph"
         if ttl is None and self._default_for_none() is not None:
             ttl = NOT_PROVIDED  # sized with its TTL fields here, as the batch will write it
-        op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=_ensure_ttl(self.ttl_config, ttl)))
+        op = _plan.check_op(PutOp(namespace, str(key), value, index, ttl=self._ttl_minutes(ttl)))
         if self._index is not None and isinstance(op, _plan.SizedPut):  # too big with its text hashes: fail here
             value = cast("dict[str, Any]", op.value)
             op.texts = (
@@ -189,9 +210,9 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        refresh = _ensure_refresh(self.ttl_config, refresh_ttl)
-        op = SearchOp(namespace_prefix, filter, limit, offset, query, refresh_ttl=refresh)
-        return await self._queue(op)  # type: ignore[no-any-return]
+        op = SearchOp(namespace_prefix, filter, limit, offset, query, refresh_ttl=self._refresh(refresh_ttl))
+        found: list[SearchItem] = await self._queue(op)
+        return found
 
     async def alist_namespaces(
         self,
@@ -208,29 +229,46 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
         if suffix:
             conditions.append(MatchCondition("suffix", as_namespace(suffix, "suffix")))
         op = ListNamespacesOp(tuple(conditions), max_depth, limit, offset)
-        return await self._queue(op)  # type: ignore[no-any-return]
+        namespaces: list[tuple[str, ...]] = await self._queue(op)
+        return namespaces
 
     async def setup(self) -> None:
         """As ``MongoStore.setup``."""
         await run_async(_plan.setup_plan(self._index), self._io)
 
+    def awatch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> AsyncChangeFeed:
+        """As ``MongoStore.watch``, an async iterator: ``async for change in store.awatch(("users",))``.
+        The stream opens on the first read (mongomock's refusal comes at once, from this call); the
+        local store's log is read in a thread, never on the event loop."""
+        prefix = watch_prefix(namespace_prefix)
+        backend = self._io.backend
+        if backend.local_file:
+            return AsyncChangeFeed(self.collection.sync, backend, prefix, start_after, threaded=True)
+        return AsyncChangeFeed(self.collection, backend, prefix, start_after, threaded=False)
+
     async def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """As ``MongoStore.shard_collections``."""
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
-        return await run_async(plan, self._io)  # type: ignore[no-any-return]
+        return await run_async(plan, self._io)
 
     async def status(self) -> dict[str, Any]:
-        return await run_async(self._status_plan(), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._status_plan(), self._io)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
+        """As ``MongoStore.purge``."""
+        return await run_async(self._purge_plan(namespace_prefix, dry_run), self._io)
 
     async def aaggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """As ``MongoStore.aggregate``."""
-        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._aggregate_plan(namespace_prefix, pipeline), self._io)
 
     async def sweep_ttl(self) -> int:
         """As ``MongoStore.sweep_ttl``."""
-        return await run_async(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
+        return await run_async(self._sweep_plan(), self._io)
 
     async def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> asyncio.Task[None]:
         """Sweep in an asyncio task every ``sweep_interval_minutes`` (default: ttl config, else 5)."""
@@ -261,8 +299,8 @@ class AsyncMongoStore(_StoreBase, AsyncBatchedBaseStore):
 
 
 async def _drain(queue: asyncio.Queue[tuple[asyncio.Future[Any], Op]], ref: weakref.ref[AsyncMongoStore]) -> None:
-    """LangGraph's batching loop (``_run``): everything queued in one loop tick becomes one batch,
-    deduplicated as LangGraph does, run by ``store.abatch``; the store is not kept alive between ticks."""
+    """The batching loop: everything queued in one loop tick becomes one batch, deduplicated
+    (``dedupe_ops``), run by ``store.abatch``; the store is not kept alive between ticks."""
     while item := await queue.get():
         items = [item]
         with contextlib.suppress(asyncio.QueueEmpty):
@@ -282,7 +320,7 @@ async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any],
     write (a read, the embedder) fails every caller of the batch."""
     if not items:
         return
-    listen, ops = _dedupe_ops([op for _, op in items])
+    listen, ops = _plan.dedupe_ops([op for _, op in items])
     token = _OUTCOME.set(None)
     try:
         results = await store.abatch(ops)
@@ -296,7 +334,7 @@ async def _answer(store: AsyncMongoStore, items: list[tuple[asyncio.Future[Any],
     finally:
         _OUTCOME.reset(token)
     for n, (fut, _) in enumerate(items):
-        ix = listen[n] if listen is not None else n
+        ix = listen[n]
         if fut.done():
             continue
         if (error := errors[ix]) is not None:

@@ -68,6 +68,15 @@ class HybridSettings:
     index_name: str = DEFAULT_TEXT_INDEX_NAME
 
 
+@dataclass(frozen=True)
+class RecencySettings:
+    """``recency={"half_life_days": H, "weight": W}``: each result's score blended with its age,
+    ``(1 - W) * score + W * 0.5 ** (age_days / H)`` (``core.scoring``)."""
+
+    half_life_days: float
+    weight: float
+
+
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number, got {value!r}")
@@ -133,6 +142,26 @@ def hybrid_settings(spec: Any) -> HybridSettings:
     return HybridSettings(vw, tw, depth, name)
 
 
+def recency_settings(spec: Any) -> RecencySettings | None:
+    """``recency={"half_life_days": H, "weight": W}`` (ValueError); None for ``weight`` 0 (no blend at all)."""
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"recency must be a dict like {{'half_life_days': 30, 'weight': 0.2}}, got {spec!r}")
+    _only_keys(spec, {"half_life_days", "weight"}, "recency")
+    missing = sorted({"half_life_days", "weight"} - set(spec))
+    if missing:
+        needs = " and ".join(repr(m) for m in missing)
+        raise ValueError(f"recency needs {needs} (e.g. {{'half_life_days': 30, 'weight': 0.2}})")
+    half_life = _number(spec["half_life_days"], "recency['half_life_days']")
+    weight = _number(spec["weight"], "recency['weight']")
+    if half_life <= 0:
+        raise ValueError(
+            f"recency['half_life_days'] must be positive (days for a score's age part to halve), got {half_life!r}"
+        )
+    if not 0 <= weight <= 1:
+        raise ValueError(f"recency['weight'] must be from 0 (similarity only) to 1 (age only), got {weight!r}")
+    return RecencySettings(half_life, weight) if weight > 0 else None
+
+
 # --------------------------------------------------------------------------- index= and ttl=
 
 _Options = TypeVar("_Options", bound=BaseModel)
@@ -147,6 +176,7 @@ class MongoIndexConfig(IndexConfig, total=False):
     setup_timeout: seconds ``setup()`` waits for the vector index to become queryable.
     rerank: ``{"model": "rerank-2.5", "candidates": 100}``: Atlas ``$rerank`` (MongoDB 8.3+).
     hybrid: ``{"weights": {"vector": 1.0, "text": 1.0}, "depth": 100}``: ``$rankFusion`` (MongoDB 8.0+).
+    recency: ``{"half_life_days": 30, "weight": 0.2}``: newer memories rank higher (every search path).
     ``embed="atlas:<voyage model>"``: Atlas embeds (automated embedding); ``dims`` is optional.
     """
 
@@ -158,6 +188,7 @@ class MongoIndexConfig(IndexConfig, total=False):
     setup_timeout: float
     rerank: dict[str, Any]
     hybrid: dict[str, Any]
+    recency: dict[str, Any]
 
 
 class _IndexOptions(BaseModel):
@@ -176,6 +207,7 @@ class _IndexOptions(BaseModel):
     setup_timeout: float = Field(default=120.0, gt=0)
     rerank: Any = None
     hybrid: Any = None
+    recency: Any = None
 
     @field_validator("filter_fields")
     @classmethod
@@ -203,6 +235,7 @@ class IndexSettings(_IndexOptions):
     auto_embed: AutoEmbedSettings | None = None
     rerank: RerankSettings | None = None
     hybrid: HybridSettings | None = None
+    recency: RecencySettings | None = None
 
     @property
     def stores_text(self) -> bool:
@@ -271,6 +304,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
     auto: AutoEmbedSettings | None = None if model is None else checked("embed", auto_embed_settings, model, opts.dims)
     rerank = checked("rerank", rerank_settings, opts.rerank) if opts.rerank is not None else None
     hybrid = checked("hybrid", hybrid_settings, opts.hybrid) if opts.hybrid not in (None, False) else None
+    recency = checked("recency", recency_settings, opts.recency) if opts.recency is not None else None
     embeddings: Embeddings
     if auto is not None:
         embeddings, dims = AtlasEmbeddings(auto.model), auto.dims
@@ -293,6 +327,7 @@ def index_settings(index: Mapping[str, Any] | None) -> IndexSettings | None:
             except Exception as exc:
                 raise ConfigurationError(f"index['fields']: bad path {f!r}: {exc}") from exc
     resolved = {"dims": dims, "embeddings": embeddings, "auto_embed": auto, "rerank": rerank, "hybrid": hybrid}
+    resolved["recency"] = recency
     return IndexSettings(**{**dict(opts), **resolved, "fields": fields})
 
 

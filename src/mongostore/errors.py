@@ -1,6 +1,9 @@
 """Errors raised by mongostore, all importable from ``mongostore``: every class derives from
 ``MongoStoreError``, the ones for bad input are also ``ValueError`` s (as is LangGraph's
 ``InvalidNamespaceError``, used for bad namespaces). pymongo's own errors pass through.
+
+Change-feed errors (``store.watch()``): ``ChangeFeedUnavailableError`` (the backend has no change streams)
+and ``ChangeHistoryLostError`` (``start_after`` names a change the server or the local log no longer keeps).
 """
 
 from __future__ import annotations
@@ -8,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 __all__ = [
+    "ChangeFeedUnavailableError",
+    "ChangeHistoryLostError",
     "ConfigurationError",
     "DamagedStoreFileError",
     "InvalidFilterError",
@@ -96,3 +101,15 @@ class DamagedStoreFileError(MongoStoreError, RuntimeError):
             f"it was left untouched. Move it aside to start an empty store (mv {path} {path}.damaged), "
             "or put back a copy from a backup or a `mongostore export`"
         )
+
+
+class ChangeFeedUnavailableError(MongoStoreError):
+    """``watch()`` on a backend without change streams: a standalone mongod, mongomock, or a server that
+    does not know ``$changeStream``. Change streams need a replica set, a sharded cluster or Atlas (a
+    single-node replica set will do); ``MongoStore.local()`` has its own change log."""
+
+
+class ChangeHistoryLostError(MongoStoreError):
+    """``watch(start_after=...)``: the change after that token is no longer kept (MongoDB's oplog has
+    rolled past it, code 286; or the local store's log was pruned). Read the current state again and
+    watch from now on."""

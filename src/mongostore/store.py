@@ -13,20 +13,22 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from langgraph.store.base import BaseStore, IndexConfig, Op, PutOp, Result, TTLConfig
+from langgraph.store.base import BaseStore, IndexConfig, NotProvided, Op, PutOp, Result, TTLConfig
 from pymongo import MongoClient
 from pymongo.driver_info import DriverInfo
 
 from mongostore.config import TTLSettings, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
+from mongostore.core.changes import watch_prefix
 from mongostore.core.codec import vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
 from mongostore.drivers.aio import AsyncIO
 from mongostore.drivers.backend import Backend
+from mongostore.drivers.changes import AsyncChangeFeed, ChangeFeed
 from mongostore.drivers.connect import check_reachable
 from mongostore.drivers.embedded import adapt_collection
 from mongostore.drivers.sync import SyncIO, run_sync
@@ -39,6 +41,7 @@ DEFAULT_COLLECTION = "memories"
 DEFAULT_SWEEP_MINUTES = 5.0
 DRIVER_INFO = DriverInfo(name="mongostore", version="0.1.0")
 _OMIT_EXPIRED = TTLSettings(omit_expired=True)  # all a plan reads of the TTL settings
+_R = TypeVar("_R")
 
 
 def utcnow() -> datetime:
@@ -95,6 +98,18 @@ class _StoreBase:
     def _vectors_name(self) -> str:
         return self.vectors_collection.name if self.vectors_collection is not None else ""
 
+    def _refresh(self, refresh_ttl: bool | None) -> bool:
+        """A read's ``refresh_ttl``: as given, else ``ttl_config['refresh_on_read']`` (default True)."""
+        if refresh_ttl is not None:
+            return refresh_ttl
+        return bool((self.ttl_config or {}).get("refresh_on_read", True))
+
+    def _ttl_minutes(self, ttl: float | NotProvided | None) -> float | None:
+        """A put's ``ttl``: as given, else ``ttl_config['default_ttl']`` (None: never expires)."""
+        if isinstance(ttl, NotProvided):
+            return (self.ttl_config or {}).get("default_ttl")
+        return ttl
+
     def _default_for_none(self) -> float | None:
         """``default_ttl`` when ``ttl_config`` says a put with ``ttl=None`` gets it (read live)."""
         config: Mapping[str, Any] = self.ttl_config or {}
@@ -113,7 +128,9 @@ class _StoreBase:
             for op in ops
         ]
 
-    def _batch_plan(self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan]) -> _plan.Plan:
+    def _batch_plan(
+        self, ops: list[Op], batch: Callable[[list[Op], _plan.PlanContext], _plan.Plan[_R]]
+    ) -> _plan.Plan[_R]:
         ops = self._with_default_ttl(ops)  # errors still go to their callers: they name namespace and key
         # Asked once per store (no I/O on mongomock); behind mongos the plans target shards.
         server: Capabilities = yield ServerInfo()
@@ -129,16 +146,24 @@ class _StoreBase:
         )
         return (yield from batch(ops, ctx))
 
-    def _aggregate_plan(self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]) -> _plan.Plan:
+    def _aggregate_plan(
+        self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
+    ) -> _plan.Plan[list[dict[str, Any]]]:
         server: Capabilities = yield ServerInfo()
         cutoff = utcnow() if self._omit_expired() else None
         scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.ranges)
         return (yield from _plan.aggregate_plan(scoped))
 
-    def _status_plan(self) -> _plan.Plan:
+    def _purge_plan(self, namespace_prefix: tuple[str, ...], dry_run: bool) -> _plan.Plan[_plan.PurgeReport]:
+        prefix = _plan.check_purge_prefix(namespace_prefix)  # before any I/O
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run must be True or False, got {dry_run!r}")
+        return _plan.purge_plan(prefix, self.vectors_collection is not None, dry_run, self._vector_cache)
+
+    def _status_plan(self) -> _plan.Plan[dict[str, Any]]:
         return _plan.status_plan(self._index, self._vectors_name(), self.collection.name)
 
-    def _sweep_plan(self) -> _plan.Plan:
+    def _sweep_plan(self) -> _plan.Plan[int]:
         return _plan.sweep_plan(utcnow(), self.vectors_collection is not None, self.collection.name)
 
     def _sweep_seconds(self, minutes: float | None) -> float:
@@ -249,7 +274,7 @@ class MongoStore(_StoreBase, BaseStore):
             yield store
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._batch_plan(list(ops), _plan.batch_plan), self._io)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         # The sync store has blocking I/O only; AsyncMongoStore is the native async one.
@@ -260,28 +285,52 @@ class MongoStore(_StoreBase, BaseStore):
         """Create the indexes (and the Atlas vector index, waiting until it is queryable). Idempotent."""
         run_sync(_plan.setup_plan(self._index), self._io)
 
+    def watch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> ChangeFeed:
+        """The changes of the items under ``namespace_prefix`` (whole labels), in order, from now on or
+        after ``start_after`` (a ``Change.resume_token``): an iterator of ``mongostore.Change`` that waits
+        for the next one; close it (or use it in ``with``). A change stream on MongoDB (replica sets,
+        sharded clusters, Atlas); the file's change log on the local store (every process's writes);
+        ``ChangeFeedUnavailableError`` at once elsewhere (mongomock, a standalone mongod)."""
+        return ChangeFeed(self.collection, self._io.backend, watch_prefix(namespace_prefix), start_after)
+
+    def awatch(
+        self, namespace_prefix: Sequence[str] = (), *, start_after: Mapping[str, Any] | None = None
+    ) -> AsyncChangeFeed:
+        """``watch`` as an async iterator (``async for change in store.awatch(...)``); its blocking reads
+        run in a thread (``AsyncMongoStore.awatch`` reads natively)."""
+        prefix = watch_prefix(namespace_prefix)
+        return AsyncChangeFeed(self.collection, self._io.backend, prefix, start_after, threaded=True)
+
     def shard_collections(self, *, hashed: bool = False) -> dict[str, dict[str, Any]]:
         """Opt-in: shard the store's unsharded collections behind mongos, on ``{_id: 1}`` and
         ``{item_id: 1}`` (``hashed=True``: hashed keys). Run ``setup()`` first. Returns the
         collections it sharded; see docs/scaling.md. ``setup()`` never shards."""
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
-        return run_sync(plan, self._io)  # type: ignore[no-any-return]
+        return run_sync(plan, self._io)
 
     def status(self) -> dict[str, Any]:
         """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
-        return run_sync(self._status_plan(), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._status_plan(), self._io)
+
+    def purge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
+        """Delete every item under ``namespace_prefix`` (whole labels: ``("a",)`` never touches
+        ``("ab", ...)``) with its vectors, in bounded batches; returns how many of each. ``dry_run``:
+        count them, delete nothing. The empty prefix is refused (``InvalidNamespaceError``)."""
+        return run_sync(self._purge_plan(namespace_prefix, dry_run), self._io)
 
     def aggregate(
         self, namespace_prefix: tuple[str, ...], pipeline: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]]:
         """Run an aggregation pipeline over the items under ``namespace_prefix`` only: the scoping
         ``$match`` first, stages that could read or write outside it refused (``PipelineError``)."""
-        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._aggregate_plan(namespace_prefix, pipeline), self._io)
 
     def sweep_ttl(self) -> int:
         """Delete expired items and their vectors now; returns the number of items deleted (MongoDB's
         TTL monitor does it about once a minute; this is for the embedded stores, or at a known time)."""
-        return run_sync(self._sweep_plan(), self._io)  # type: ignore[no-any-return]
+        return run_sync(self._sweep_plan(), self._io)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> concurrent.futures.Future[None]:
         """Sweep in a daemon thread every ``sweep_interval_minutes`` (default: ttl config, else 5)."""

@@ -48,6 +48,7 @@ from typing import Any
 
 import mongomock
 import mongomock.aggregate
+import mongomock.filtering
 import numpy as np
 from bson import ObjectId, Regex
 from bson.binary import Binary
@@ -343,6 +344,9 @@ class AtlasSearch:
         self.update_calls = 0
         self.requests: list[VectorSearchRequest] = []
         self.outputs: list[dict[str, Any]] = []  # every document a $vectorSearch pipeline returned
+        # Set by ``fakes.mongos.Cluster``: for a sharded collection's name, (its documents' owning
+        # shard, the orphan copies ``[(shard, document)]`` left on other shards); None: not sharded.
+        self.sharded_view: Any = None
 
     # ------------------------------------------------------------ assertions and switches
 
@@ -597,16 +601,36 @@ class AtlasSearch:
         if filt:
             _check_filter(filt, filter_paths)
 
-        docs, vectors = [], []
-        for doc in db[coll_name].find(dict(filt or {})):
+        # Where each candidate lives: one group (None) on a replica set; behind the mongos double,
+        # its owning shard, plus the orphan copies a migration left on other shards (``sharded_view``).
+        view = self.sharded_view(coll_name) if self.sharded_view is not None else None
+        placed: list[tuple[dict[str, Any], Any, bool]] = [
+            (doc, view[0](doc) if view else None, True) for doc in db[coll_name].find(dict(filt or {}))
+        ]
+        if view:
+            placed += [
+                (copy.deepcopy(doc), shard, False)
+                for shard, doc in view[1]
+                if mongomock.filtering.filter_applies(dict(filt or {}), doc)
+            ]
+        docs, vectors, where = [], [], []
+        for doc, shard, owned in placed:
             vec = _as_vector(_get_path(doc, spec["path"]))
             if vec is not None and len(vec) == dims:  # other documents are not in the index
                 docs.append(doc)
                 vectors.append(vec)
+                where.append((shard, owned))
         scores, keep = _scores(np.asarray(query, dtype=np.float64), vectors, vector_field["similarity"])
         ranked = sorted(keep, key=lambda i: -scores[i])  # stable: ties in natural order
-        if num_candidates is not None and not exact:
-            ranked = ranked[:num_candidates]
+        # Each shard's mongot answers its own top ``limit`` (of its ``numCandidates``); the shard's
+        # idLookup then drops orphans without topping up, and mongos merges by score.
+        merged: list[int] = []
+        for shard in dict.fromkeys(where[i][0] for i in ranked):
+            local = [i for i in ranked if where[i][0] == shard]
+            if num_candidates is not None and not exact:
+                local = local[:num_candidates]
+            merged += [i for i in local[:limit] if where[i][1]]
+        ranked = sorted(merged, key=lambda i: -scores[i])
         out = []
         for i in ranked[:limit]:
             docs[i][SCORE_FIELD] = float(scores[i])

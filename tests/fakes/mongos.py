@@ -16,30 +16,48 @@ repository; codes are those of ``src/mongo/base/error_codes.yml``):
   { path: 1, key: 1 } with shard key pattern { _id: 1 }" (``checkUniqueIndexConstraints``),
   and ``shardCollection`` over an existing incompatible unique index fails with code 72
   InvalidOptions "... Uniqueness can't be maintained unless shard key is a prefix"
-  (``shardkey_util.cpp``; message from memory of that file, not re-read here).
-- upserts (``update`` with ``upsert: true``, one or many) must carry an exact shard-key
-  equality (``extractShardKeyFromQuery``): before 7.1 mongos refuses with code 61
-  ShardKeyNotFound "Failed to target upsert by query :: could not extract exact shard key"
-  (``chunk_manager_targeter.cpp``, ``targetUpdate``); from 7.1 (8.0 here) it runs the write
-  as a "write without shard key" (a broadcast read, then the targeted write; PM-2955,
-  ``write_without_shard_key_util.cpp``): allowed, recorded, reaches every shard.
-- single-document updates/deletes (``multi: false``) without the shard key: before 7.1
-  they need an exact ``_id`` equality and are broadcast; without it code 72 (the
-  "A single update on a sharded collection must contain an exact match on _id ..."
-  refusal; code from memory). From 7.1: a write without shard key, as above.
-- changing a document's shard-key value: only by a single-document write whose filter
-  carries the exact shard key, or (7.1+) one run as a write without shard key (code 72
-  otherwise, "Shard key update is not allowed without specifying the full shard key in
-  the query"; never by a multi-update);
-  moving it to another shard is recorded (``WouldChangeOwningShard``: pymongo's
-  retryable writes let it through).
-- read routing: from the shard key's bounds in the filter, as ``ChunkManager::getShardIdsForQuery``
-  does through the index bounds of the shard key: equality, ``$in``, ``$gt/$gte/$lt/$lte``,
-  ``$and`` (intersection), ``$or`` (union), and regexes anchored with ``^`` (or ``\\A``)
-  whose literal prefix gives a range (``IndexBoundsBuilder::simpleRegex``: flags other
-  than ``m``/``s``/``x`` or a ``|`` give no range); anything else reaches every shard.
-  A hashed key targets equality and ``$in`` only. An aggregation is routed by its first
-  ``$match``; a ``$vectorSearch``/``$search`` first stage reaches every shard.
+  (``src/mongo/db/s/shard_key_util.cpp``). A unique hashed index fails with 16764, sharded or
+  not (``src/mongo/db/index/hash_access_method.cpp``).
+- ``shardCollection`` of a collection that holds documents needs an index supporting the key
+  (hashed for a hashed key), else code 72 "Please create an index that starts with the
+  proposed shard key before sharding the collection" (``shard_key_util.cpp``,
+  ``verifyCanCreateShardKeyIndex``); on an empty one it creates it. ``refine_shard_key`` appends
+  ranged fields (``refineCollectionShardKey``); chunks keep splitting on the first field.
+- read routing (``getShardIdsForQuery``, ``src/mongo/s/shard_key_pattern_query_util.cpp``): an
+  exact key (an equality on every key field, never an array or regex, never a string under a
+  non-simple collation: ``extractShardKeyFromQuery``, ``ChunkManager::findIntersectingChunk``)
+  reaches its chunk's shard; else the query is planned on the key as an index
+  (``IndexBoundsBuilder``, ``src/mongo/db/query/index_bounds_builder.cpp``): equality (an array
+  gives itself and its first element, ``undefined`` when empty), ``$in``, comparisons within
+  their type's bracket, ``$and``/``$or``, regexes (the literal prefix of
+  ``analyze_regex::getRegexPrefixMatch``, ``src/mongo/db/query/analyze_regex.cpp``, or every
+  string, plus the regex's own point, which sorts after every string); a non-simple collation
+  drops string, object and array comparisons; bounds that admit no value reach the first
+  chunk's shard (SERVER-4914). A hashed key targets non-array points only. An aggregation is
+  routed by its first ``$match``; a ``$vectorSearch``/``$search`` first stage reaches every shard.
+- inserts: by the document's key; an array there fails with 61 (``targetInsert``,
+  ``src/mongo/s/collection_routing_info_targeter.cpp``).
+- updates and deletes (``targetUpdate``/``targetDelete`` there; ``Cluster.version`` picks 7.0,
+  where ``featureFlagUpdateOneWithoutShardKey`` is off, or 7.1+/8.0, where it is on):
+  - an upsert on 7.0, and an ``updateMany`` upsert on 8.0, needs the exact key: else 61
+    "Failed to target upsert by query :: could not extract exact shard key";
+  - a write whose query reaches one shard goes there; on 8.0 a single *update* doing so
+    without the exact key (nor an exact ``_id``) still runs as a write without shard key
+    (two phases: ``OpRecord.without_shard_key``), a delete does not;
+  - reaching several shards, outside a transaction it goes to every shard (``WriteOp::targetWrites``,
+    ``write_op.cpp``): a multi-write so; a single one needs an exact ``_id`` (broadcast, on 8.0
+    too when not an upsert), else 7.0 refuses an update with 72 and a delete with 61, and 8.0
+    runs it in two phases, whose read phase reaches only the shards the query bounds
+    (``_clusterQueryWithoutShardKey``, ``cluster_query_without_shard_key_cmd.cpp``); only a
+    single write runs in two phases (``targetWriteOps``, ``batch_write_op.cpp``);
+  - a replacement reaching several shards on 7.0 (or by exact ``_id`` on 8.0) is targeted by
+    its replacement document's key.
+- changing a document's shard-key value (``UpdateStage::_checkRestrictionsOnUpdatingShardKeyAreNotViolated``,
+  ``src/mongo/db/exec/update_stage.cpp``): without an equality on every key field in the query,
+  code 31025 "Shard key update is not allowed without specifying the full shard key in the
+  query" (a two-phase write is let through: mongos marks it
+  ``$_allowShardKeyUpdatesWithoutFullShardKeyInQuery``); in a multi-update, code 72. Moving it
+  to another shard is recorded (``WouldChangeOwningShard``: pymongo's retryable writes let it through).
 - ``hello`` answers ``msg: "isdbgrid"``; ``buildInfo`` the version; ``config.collections``
   holds ``{_id: "db.coll", key: {...}, unique: false}`` per sharded collection.
 
@@ -51,8 +69,9 @@ once more (with ``atlas``, that counts as one more search in ``AtlasSearch``'s c
 ``Cluster(atlas=AtlasSearch(...))`` gives the cluster Atlas Search (``fakes.atlas``):
 ``$vectorSearch`` first stages reach every shard, as mongos sends them to each shard's mongot.
 
-Not modelled: chunk migrations and the balancer, orphans, collations, compound shard keys
-(single-field keys only), transactions, read concern, zones other than by chunk owners.
+Not modelled: chunk migrations and the balancer, orphans, transactions, read concern, zones
+other than by chunk owners, chunk bounds on a compound key's later fields, a collection's
+default collation, ``$ne``/``$nin``/``$not`` bounds (none: every shard).
 """
 
 from __future__ import annotations
@@ -62,12 +81,18 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
 import bson
 import mongomock
+from bson.decimal128 import Decimal128
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.objectid import ObjectId
 from bson.regex import Regex
+from bson.timestamp import Timestamp
 from pymongo import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, UpdateOne
 from pymongo.errors import BulkWriteError, ClientBulkWriteException, OperationFailure, WriteError
 from pymongo.operations import IndexModel
@@ -76,8 +101,10 @@ from mongostore.drivers.mongomock_compat import new_client
 
 __all__ = [
     "CANNOT_CREATE_INDEX",
+    "HASHED_UNIQUE",
     "INVALID_OPTIONS",
     "SHARD_KEY_NOT_FOUND",
+    "SHARD_KEY_UPDATE_FORBIDDEN",
     "AsyncMongosClient",
     "Cluster",
     "MongosClient",
@@ -87,6 +114,7 @@ __all__ = [
     "ShardedNs",
     "exact_shard_key",
     "key_bounds",
+    "key_of",
     "regex_prefix",
 ]
 
@@ -94,64 +122,116 @@ SHARD_KEY_NOT_FOUND = 61
 CANNOT_CREATE_INDEX = 67
 INVALID_OPTIONS = 72
 INDEX_OPTIONS_CONFLICT = 85
+HASHED_UNIQUE = 16764  # an inline uassert code (hash_access_method.cpp), not in error_codes.yml
+SHARD_KEY_UPDATE_FORBIDDEN = 31025  # inline uassert in update_stage.cpp
 SEARCH_NOT_ENABLED = 31082  # 8.x without mongot
 SEARCH_ONLY_ON_ATLAS = 6047401  # 7.0: "$listSearchIndexes stage is only allowed on MongoDB Atlas"
 
 # --------------------------------------------------------------------------- key order and bounds
+# Source paths below are in the public mongodb/mongo repository (as read for issue 34).
 
-_INF = object()  # +infinity / -infinity marker in intervals (None would be a value)
+# Canonical BSON type ranks (``canonicalizeBSONType``, ``src/mongo/bson/bsontypes.cpp``): values of
+# different types order by rank; MinKey below all, MaxKey above all.
+_RANK_MINKEY, _RANK_UNDEFINED, _RANK_NULL, _RANK_NUMBER, _RANK_STRING = -1, 0, 5, 10, 15
+_RANK_OBJECT, _RANK_ARRAY, _RANK_BINDATA, _RANK_OID, _RANK_BOOL = 20, 25, 30, 35, 40
+_RANK_DATE, _RANK_TIMESTAMP, _RANK_REGEX, _RANK_MAXKEY = 45, 47, 50, 127
+
+Key = tuple[Any, ...]  # an order key: (rank, 0, value) for a value; (rank, -1) / (rank, 1) for a type's edges
+_LOWEST: Key = (-2,)  # below MinKey: the open end of an unbounded interval
+_HIGHEST: Key = (128,)
 
 
-def _order(value: Any) -> tuple[int, Any]:
-    """A sort key in (roughly) BSON type order, so values of different types never compare."""
+class Undefined:
+    """BSON ``undefined``: what an empty array is indexed as (``translateEquality``)."""
+
+
+def _rank(value: Any) -> int:
+    if isinstance(value, MinKey):
+        return _RANK_MINKEY
+    if isinstance(value, MaxKey):
+        return _RANK_MAXKEY
+    if isinstance(value, Undefined):
+        return _RANK_UNDEFINED
     if value is None:
-        return (1, 0)
+        return _RANK_NULL
     if isinstance(value, bool):
-        return (8, value)
-    if isinstance(value, (int, float)):
-        return (2, value)
+        return _RANK_BOOL
+    if isinstance(value, (int, float, Decimal128)):
+        return _RANK_NUMBER
     if isinstance(value, str):
-        return (3, value.encode("utf-8"))  # MongoDB compares strings by their UTF-8 bytes
-    return (5, repr(value))
+        return _RANK_STRING
+    if isinstance(value, Mapping):
+        return _RANK_OBJECT
+    if isinstance(value, (list, tuple)):
+        return _RANK_ARRAY
+    if isinstance(value, bytes):
+        return _RANK_BINDATA
+    if isinstance(value, ObjectId):
+        return _RANK_OID
+    if isinstance(value, datetime):
+        return _RANK_DATE
+    if isinstance(value, Timestamp):
+        return _RANK_TIMESTAMP
+    if isinstance(value, (Regex, re.Pattern)):
+        return _RANK_REGEX
+    return _RANK_OBJECT
+
+
+def key_of(value: Any) -> Key:
+    """The order key of a shard-key value (strings compare by their UTF-8 bytes, as mongod's)."""
+    rank = _rank(value)
+    if rank == _RANK_NUMBER:
+        comparable: Any = float(value.to_decimal()) if isinstance(value, Decimal128) else value
+    elif rank == _RANK_STRING:
+        comparable = value.encode("utf-8")
+    elif rank == _RANK_REGEX:
+        parts = _regex_parts(value)
+        comparable = parts or ("", "")
+    elif rank in (_RANK_BOOL, _RANK_OID, _RANK_BINDATA):
+        comparable = value if rank != _RANK_OID else value.binary
+    elif rank == _RANK_DATE:
+        comparable = value.timestamp() if value.tzinfo else value.replace(tzinfo=timezone.utc).timestamp()
+    elif rank == _RANK_TIMESTAMP:
+        comparable = (value.time, value.inc)
+    elif rank in (_RANK_MINKEY, _RANK_MAXKEY, _RANK_NULL, _RANK_UNDEFINED):
+        comparable = 0
+    else:
+        comparable = repr(value)
+    return (rank, 0, comparable)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """An interval of shard-key values; ``lo``/``hi`` ``_INF`` when unbounded."""
+    """An interval of shard-key order keys (``key_of``); ``lo``/``hi`` ``_LOWEST``/``_HIGHEST`` when open."""
 
-    lo: Any = _INF
+    lo: Key = _LOWEST
     lo_incl: bool = True
-    hi: Any = _INF
+    hi: Key = _HIGHEST
     hi_incl: bool = True
+    value: Any = None  # a point's value (hashed keys hash it)
 
     @staticmethod
     def point(v: Any) -> Interval:
-        return Interval(v, True, v, True)
+        k = key_of(v)
+        return Interval(k, True, k, True, v)
 
     def empty(self) -> bool:
-        if self.lo is _INF or self.hi is _INF:
-            return False
-        a, b = _order(self.lo), _order(self.hi)
-        return a > b or (a == b and not (self.lo_incl and self.hi_incl))
+        return self.lo > self.hi or (self.lo == self.hi and not (self.lo_incl and self.hi_incl))
 
     def intersect(self, other: Interval) -> Interval:
-        lo, lo_incl = self.lo, self.lo_incl
-        if other.lo is not _INF and (lo is _INF or _order(other.lo) > _order(lo)):
-            lo, lo_incl = other.lo, other.lo_incl
-        elif other.lo is not _INF and lo is not _INF and _order(other.lo) == _order(lo):
-            lo_incl = lo_incl and other.lo_incl
-        hi, hi_incl = self.hi, self.hi_incl
-        if other.hi is not _INF and (hi is _INF or _order(other.hi) < _order(hi)):
-            hi, hi_incl = other.hi, other.hi_incl
-        elif other.hi is not _INF and hi is not _INF and _order(other.hi) == _order(hi):
-            hi_incl = hi_incl and other.hi_incl
-        return Interval(lo, lo_incl, hi, hi_incl)
+        lo, lo_incl = max((self.lo, not self.lo_incl), (other.lo, not other.lo_incl))
+        hi, hi_incl = min((self.hi, self.hi_incl), (other.hi, other.hi_incl))
+        value = self.value if self.is_point() else other.value
+        return Interval(lo, not lo_incl, hi, hi_incl, value)
 
     def is_point(self) -> bool:
-        return self.lo is not _INF and self.lo_incl and self.hi_incl and self.lo is self.hi
+        return self.lo == self.hi and self.lo_incl and self.hi_incl
+
+    def touches_strings(self) -> bool:
+        return not Interval((_RANK_STRING, -1), True, (_RANK_STRING, 1), True).intersect(self).empty()
 
 
-Bounds = list[Interval] | None  # None: every value (no bound on the shard key)
+Bounds = list[Interval] | None  # None: every value (no bound on the shard key); []: no value at all
 
 
 def _intersect(a: Bounds, b: Bounds) -> Bounds:
@@ -162,17 +242,16 @@ def _intersect(a: Bounds, b: Bounds) -> Bounds:
     return [r for x in a for y in b if not (r := x.intersect(y)).empty()]
 
 
-_REGEX_SPECIAL = set("\\^$.[]|()?*+{}")
-
-
 def regex_prefix(pattern: str, flags: str = "") -> str | None:
-    """The literal prefix an anchored regex gives an index range for, or None (no range).
+    """The literal prefix an anchored regex gives index bounds for, or None (no prefix).
 
-    As mongod's ``IndexBoundsBuilder::simpleRegex`` (``index_bounds_builder.cpp``, the
-    classic form): the pattern starts with ``^`` (or ``\\A``); flags other than ``m``
-    (only with ``\\A``), ``s`` or ``x`` give no bounds; a ``|`` anywhere gives none; the
-    prefix runs until the first special character, an escaped non-alphanumeric being
-    literal; a following ``*``/``?`` (or ``{``) makes the last literal optional.
+    As ``analyze_regex::getRegexPrefixMatch`` (``src/mongo/db/query/analyze_regex.cpp``, used by
+    ``IndexBoundsBuilder::simpleRegex``): the pattern starts with ``^`` (or ``\\A``); a ``|`` not
+    escaped by a backslash (``stringMayHaveUnescapedPipe``, which also counts one after ``\\\\``)
+    gives none; flags other than ``m`` (only after ``\\A``), ``s`` or ``x`` give none; then literal
+    characters up to the first of ``^$.[()+{`` (``]``, ``}`` and ``|`` are literal there), an
+    escaped alphanumeric (``\\d``...) or, with ``x``, a ``#``; ``*``/``?`` drop the last literal;
+    ``\\Q...\\E`` quotes; an escaped non-alphanumeric is itself; with ``x`` spaces are skipped.
     """
     if pattern.startswith("\\A"):
         rest, multiline_ok = pattern[2:], True
@@ -180,101 +259,151 @@ def regex_prefix(pattern: str, flags: str = "") -> str | None:
         rest, multiline_ok = pattern[1:], False
     else:
         return None
+    if _may_have_unescaped_pipe(rest):
+        return None
+    extended = False
     for flag in flags:
         if flag == "m" and multiline_ok:
             continue
-        if flag not in "sx":
-            return None
-    if "|" in rest:
+        if flag == "s":
+            continue
+        if flag == "x":
+            extended = True
+            continue
         return None
     out: list[str] = []
     i = 0
     while i < len(rest):
         c = rest[i]
-        if c == "\\":
-            if i + 1 < len(rest) and not rest[i + 1].isalnum():
-                out.append(rest[i + 1])
-                i += 2
-                continue
-            break
-        if c in "*?{":
-            if out:
-                out.pop()
-            break
-        if c in _REGEX_SPECIAL:
-            break
-        out.append(c)
         i += 1
+        if c in "*?":
+            return "".join(out[:-1]) or None
+        if c == "\\":
+            nxt = rest[i] if i < len(rest) else "\0"
+            i += 1
+            if nxt == "Q":
+                end = rest.find("\\E", i)
+                out.append(rest[i:] if end < 0 else rest[i:end])
+                i = len(rest) if end < 0 else end + 2
+                continue
+            if nxt.isascii() and (nxt.isalnum() or nxt == "\0"):
+                break
+            out.append(nxt)
+            continue
+        if c in "^$.[()+{":
+            break
+        if extended and c == "#":
+            break
+        if extended and c.isspace():
+            continue
+        out.append(c)
     return "".join(out) or None
 
 
-def _regex_bounds(pattern: str, flags: str) -> Bounds:
+def _may_have_unescaped_pipe(s: str) -> bool:
+    """``stringMayHaveUnescapedPipe`` (analyze_regex.cpp): best effort, false positives allowed."""
+    if s[:1] == "|" or (len(s) > 1 and s[1] == "|" and s[0] != "\\"):
+        return True
+    return any(s[i] == "|" and (s[i - 1] != "\\" or s[i - 2] == "\\") for i in range(2, len(s)))
+
+
+def _regex_bounds(spec: Any) -> list[Interval]:
+    """``IndexBoundsBuilder::translateRegex`` (``src/mongo/db/query/index_bounds_builder.cpp``): the
+    prefix's range (its last byte incremented), or every string when there is no prefix; and in
+    both cases the point of the regex itself, since a field may hold that regex (regexes sort
+    after strings, so with string split points it falls in the last chunk)."""
+    pattern, flags = _regex_parts(spec) or ("", "")
     prefix = regex_prefix(pattern, flags)
-    if prefix is None:
-        return None
-    return [Interval(prefix, True, prefix[:-1] + chr(ord(prefix[-1]) + 1), False)]
+    if prefix:
+        raw = prefix.encode("utf-8")
+        end = raw[:-1] + bytes([(raw[-1] + 1) % 256])
+        strings = Interval((_RANK_STRING, 0, raw), True, (_RANK_STRING, 0, end), False)
+    else:
+        strings = Interval((_RANK_STRING, -1), True, (_RANK_STRING, 1), False)
+    return [strings, Interval.point(Regex(pattern, flags))]
 
 
 def _regex_parts(spec: Any, options: str = "") -> tuple[str, str] | None:
     if isinstance(spec, Regex):
-        return str(spec.pattern), _flag_letters(spec.flags)
+        return str(spec.pattern), _flag_letters(spec.flags) if isinstance(spec.flags, int) else str(spec.flags)
     if isinstance(spec, re.Pattern):
-        # Python 3 patterns carry the u flag once BSON-encoded: no bounds (mongodb-facts.md §0.6)
-        return str(spec.pattern), _flag_letters(spec.flags) + "u"
+        # Python 3 str patterns carry re.UNICODE, so the u flag once BSON-encoded: no prefix
+        return str(spec.pattern), _flag_letters(spec.flags)
     if isinstance(spec, str):
         return spec, options
     return None
 
 
 def _flag_letters(flags: int) -> str:
-    letters = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x"}
+    # as bson encodes them (``bson._encode_regex``): a flag outside m/s/x takes a regex's prefix away
+    letters = {re.IGNORECASE: "i", re.LOCALE: "l", re.MULTILINE: "m", re.DOTALL: "s", re.UNICODE: "u", re.VERBOSE: "x"}
     return "".join(v for k, v in letters.items() if flags & k)
 
 
+def _is_regex(value: Any) -> bool:
+    return isinstance(value, (Regex, re.Pattern))
+
+
+def _equality_bounds(value: Any) -> list[Interval]:
+    """``IndexBoundsBuilder::translateEquality``: an array is indexed by itself (inside another
+    array) and by its first element, or ``undefined`` when empty."""
+    if isinstance(value, (list, tuple)):
+        return [Interval.point(list(value)), Interval.point(value[0] if value else Undefined())]
+    return [Interval.point(value)]
+
+
+def _operators(spec: Any) -> bool:
+    return isinstance(spec, Mapping) and bool(spec) and all(str(k).startswith("$") for k in spec)
+
+
 def _condition_bounds(spec: Any) -> Bounds:
-    """Bounds on one field from its condition (``{field: spec}``)."""
-    if isinstance(spec, (Regex, re.Pattern)):
-        parts = _regex_parts(spec)
-        assert parts is not None
-        return _regex_bounds(*parts)
-    if isinstance(spec, Mapping) and spec and all(str(k).startswith("$") for k in spec):
-        out: Bounds = None
-        for op, arg in spec.items():
-            if op == "$eq":
-                got: Bounds = [Interval.point(arg)]
-            elif op == "$in":
-                regexes = any(isinstance(v, (Regex, re.Pattern)) for v in arg)
-                got = None if regexes else [Interval.point(v) for v in arg]
-            elif op == "$gt":
-                got = [Interval(arg, False)]
-            elif op == "$gte":
-                got = [Interval(arg, True)]
-            elif op == "$lt":
-                got = [Interval(hi=arg, hi_incl=False)]
-            elif op == "$lte":
-                got = [Interval(hi=arg, hi_incl=True)]
-            elif op == "$regex":
-                parts = _regex_parts(arg, str(spec.get("$options", "")))
-                got = _regex_bounds(*parts) if parts else None
-            else:  # $ne, $nin, $not, $exists, $options, $elemMatch...: no bound
-                got = None
-            out = _intersect(out, got)
-        return out
-    return [Interval.point(spec)]
+    """Bounds on one field from its condition (``{field: spec}``), in the planner's terms: equality,
+    ``$in``, the four comparisons (each within its type's bracket: ``$gt: "a"`` stops at the
+    strings' end), regexes; any other operator gives no bound."""
+    if _is_regex(spec):
+        return _regex_bounds(spec)
+    if not _operators(spec):
+        return _equality_bounds(spec)
+    out: Bounds = None
+    for op, arg in spec.items():
+        got: Bounds
+        if op == "$eq":
+            got = _regex_bounds(arg) if _is_regex(arg) else _equality_bounds(arg)
+        elif op == "$in":
+            got = [i for v in arg for i in (_regex_bounds(v) if _is_regex(v) else _equality_bounds(v))]
+        elif op in ("$gt", "$gte"):
+            rank = _rank(arg)
+            got = [Interval(key_of(arg), op == "$gte", (rank, 1), True)]
+        elif op in ("$lt", "$lte"):
+            rank = _rank(arg)
+            got = [Interval((rank, -1), True, key_of(arg), op == "$lte")]
+        elif op == "$regex":
+            got = _regex_bounds(Regex(*(_regex_parts(arg, str(spec.get("$options", ""))) or ("", ""))))
+        else:  # $ne, $nin, $not, $exists, $options, $elemMatch, $type...: no bound
+            got = None
+        out = _intersect(out, got)
+    return out
 
 
-def key_bounds(filt: Mapping[str, Any] | None, key_field: str) -> Bounds:
-    """The shard key's bounds in a query filter (None: unbounded, every shard)."""
+def key_bounds(filt: Mapping[str, Any] | None, key_field: str, collation: Mapping[str, Any] | None = None) -> Bounds:
+    """The shard key's bounds in a query filter (None: unbounded, every shard; []: none).
+
+    As ``getIndexBoundsForQuery`` (``src/mongo/s/shard_key_pattern_query_util.cpp``) plans the
+    query on the shard key as an index: top-level conditions and ``$and`` intersect, ``$or``
+    unions (a branch without a bound unbounds it). The shard-key "index" has the simple
+    collation; a query with another one cannot use string, object or array comparisons on it
+    (the planner's collation check), so those give no bound.
+    """
     out: Bounds = None
     for name, spec in (filt or {}).items():
         if name == key_field:
-            got = _condition_bounds(spec)
+            got = None if _non_simple(collation) and _collatable_comparison(spec) else _condition_bounds(spec)
         elif name == "$and":
             got = None
             for sub in spec:
-                got = _intersect(got, key_bounds(sub, key_field))
+                got = _intersect(got, key_bounds(sub, key_field, collation))
         elif name == "$or":
-            subs = [key_bounds(sub, key_field) for sub in spec]
+            subs = [key_bounds(sub, key_field, collation) for sub in spec]
             got = None if any(s is None for s in subs) else [i for s in subs if s for i in s]
         else:
             continue
@@ -282,27 +411,58 @@ def key_bounds(filt: Mapping[str, Any] | None, key_field: str) -> Bounds:
     return out
 
 
+def _collatable_comparison(spec: Any) -> bool:
+    """Whether a condition compares with a string, object or array (not a regex): what a query
+    whose collation differs from the index's cannot bound (``QueryPlannerIXSelect``)."""
+
+    def collatable(v: Any) -> bool:
+        return not _is_regex(v) and _rank(v) in (_RANK_STRING, _RANK_OBJECT, _RANK_ARRAY)
+
+    if _is_regex(spec):
+        return False
+    if not _operators(spec):
+        return collatable(spec)
+    comparisons = ("$eq", "$gt", "$gte", "$lt", "$lte")
+    return any(collatable(v) for op, v in spec.items() if op in comparisons) or any(
+        collatable(v) for v in spec.get("$in", ())
+    )
+
+
+def _non_simple(collation: Mapping[str, Any] | None) -> bool:
+    return bool(collation) and dict(collation or {}) != {"locale": "simple"}
+
+
 _NO_KEY = object()
 
 
-def exact_shard_key(filt: Mapping[str, Any] | None, key_field: str) -> Any:
-    """The exact shard-key value of a filter (``extractShardKeyFromQuery``): an equality on
-    the key at the top level or in a top-level ``$and`` (``$eq``, or ``$in`` of one value,
-    which canonicalisation makes an equality); ``_NO_KEY`` when there is none."""
+def exact_shard_key(filt: Mapping[str, Any] | None, key_field: str, collation: Mapping[str, Any] | None = None) -> Any:
+    """The exact value of one shard-key field in a filter, or ``_NO_KEY``.
+
+    ``extractShardKeyFromQuery`` (``shard_key_pattern_query_util.cpp``): an equality at the top
+    level or under top-level ``$and`` s (``$eq``, or ``$in`` of one value, which canonicalisation
+    makes an equality), and ``ShardKeyPattern::isValidShardKeyElementForStorage``: never an array
+    (nor a regex). With a non-simple collation a string (object, array) value cannot target one
+    shard (``ChunkManager::findIntersectingChunk``, ``src/mongo/s/chunk_manager.cpp``: "Cannot
+    target single shard due to collation of key").
+    """
     for name, spec in (filt or {}).items():
         if name == key_field:
-            if isinstance(spec, (Regex, re.Pattern)):
-                continue
-            if isinstance(spec, Mapping) and spec and all(str(k).startswith("$") for k in spec):
+            value = spec
+            if _operators(spec):
                 if "$eq" in spec:
-                    return spec["$eq"]
-                if set(spec) == {"$in"} and len(spec["$in"]) == 1:
-                    return spec["$in"][0]
+                    value = spec["$eq"]
+                elif set(spec) == {"$in"} and len(spec["$in"]) == 1:
+                    value = spec["$in"][0]
+                else:
+                    continue
+            if _is_regex(value) or isinstance(value, (list, tuple)):
                 continue
-            return spec
+            if _non_simple(collation) and _rank(value) in (_RANK_STRING, _RANK_OBJECT):
+                continue
+            return value
         if name == "$and":
             for sub in spec:
-                got = exact_shard_key(sub, key_field)
+                got = exact_shard_key(sub, key_field, collation)
                 if got is not _NO_KEY:
                     return got
     return _NO_KEY
@@ -319,11 +479,14 @@ def _hash64(value: Any) -> int:
 
 @dataclass
 class ShardedNs:
-    """One sharded collection: its single-field key and its chunks.
+    """One sharded collection: its key and its chunks.
 
-    ``splits``: the chunk boundaries, sorted (in hashed space for a hashed key); chunk ``i``
-    is ``[splits[i-1], splits[i])``, the first and last open-ended. ``owners[i]``: the shard
-    holding chunk ``i`` (round robin by default; set it for zones).
+    ``field``: the key's first field, ``hashed`` or ranged; ``suffix``: further ranged fields
+    (``refineCollectionShardKey`` appends them, and extends every chunk bound with MinKey for
+    them: so chunks here split on the first field only, which is what a refined key's existing
+    chunks look like). ``splits``: the chunk boundaries on the first field, sorted (in hashed space
+    for a hashed key); chunk ``i`` is ``[splits[i-1], splits[i])``, the first and last open-ended.
+    ``owners[i]``: the shard holding chunk ``i`` (round robin by default; set it for zones).
     """
 
     field: str
@@ -331,36 +494,60 @@ class ShardedNs:
     splits: list[Any]
     owners: list[str]
     unique: bool = False
+    suffix: tuple[str, ...] = ()
 
     @property
     def pattern(self) -> dict[str, Any]:
-        return {self.field: "hashed" if self.hashed else 1}
+        return {self.field: "hashed" if self.hashed else 1, **dict.fromkeys(self.suffix, 1)}
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.field, *self.suffix)
 
     def chunk_of(self, value: Any) -> int:
-        v = _order(_hash64(value) if self.hashed else value)
+        v = key_of(_hash64(value) if self.hashed else value)
         i = 0
-        while i < len(self.splits) and v >= _order(self.splits[i]):
+        while i < len(self.splits) and v >= key_of(self.splits[i]):
             i += 1
         return i
 
     def shard_of(self, value: Any) -> str:
         return self.owners[self.chunk_of(value)]
 
+    def exact_key(self, filt: Mapping[str, Any] | None, collation: Mapping[str, Any] | None = None) -> Any:
+        """The first field's value when the filter has an exact equality on every key field, else ``_NO_KEY``.
+        A hashed field with a non-simple collation cannot target one shard (findIntersectingChunk)."""
+        values = [exact_shard_key(filt, f, collation) for f in self.fields]
+        if any(v is _NO_KEY for v in values) or (self.hashed and _non_simple(collation)):
+            return _NO_KEY
+        return values[0]
+
+    def bounds(self, filt: Mapping[str, Any] | None, collation: Mapping[str, Any] | None = None) -> Bounds:
+        """The bounds mongos routes by: the first field's (a hashed key: only points, hashed)."""
+        got = key_bounds(filt, self.field, collation)
+        if self.hashed and got is not None:
+            if not all(b.is_point() and _rank(b.value) not in (_RANK_ARRAY, _RANK_REGEX) for b in got):
+                return None
+            if _non_simple(collation):
+                return None
+        return got
+
     def shards_for(self, bounds: Bounds) -> set[str]:
+        """``ChunkManager::getShardIdsForRange`` over the bounds; no bound at all (``[]``) reaches
+        the shard of the first chunk (SERVER-4914, ``getShardIdsForQuery``)."""
         if bounds is None:
             return set(self.owners)
         if self.hashed:
-            if all(b.is_point() for b in bounds):
-                return {self.shard_of(b.lo) for b in bounds}
-            return set(self.owners)
-        reached: set[str] = set()
-        for i, owner in enumerate(self.owners):
-            lo = self.splits[i - 1] if i > 0 else _INF
-            hi = self.splits[i] if i < len(self.splits) else _INF
-            chunk = Interval(lo, True, hi, False)
-            if any(not b.intersect(chunk).empty() for b in bounds):
-                reached.add(owner)
-        return reached
+            reached = {self.shard_of(b.value) for b in bounds}
+        else:
+            reached = set()
+            for i, owner in enumerate(self.owners):
+                lo = key_of(self.splits[i - 1]) if i > 0 else _LOWEST
+                hi = key_of(self.splits[i]) if i < len(self.splits) else _HIGHEST
+                chunk = Interval(lo, True, hi, False)
+                if any(not b.intersect(chunk).empty() for b in bounds):
+                    reached.add(owner)
+        return reached or {self.owners[0]}
 
 
 @dataclass
@@ -403,6 +590,12 @@ class Cluster:
         self.log: list[OpRecord] = []
         self.lock = threading.RLock()
         self.config_readable = True  # False: reading config.* fails as for a user without privileges (code 13)
+        # Orphans: copies of documents a chunk migration left on a shard that does not own them
+        # (until the range deleter runs). Reads through mongos never see them (shard filtering);
+        # a shard's mongot indexes them, and $vectorSearch's idLookup drops them (``fakes.atlas``).
+        self.orphans: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        if atlas is not None:
+            atlas.sharded_view = self._sharded_view
 
     # ------------------------------------------------------------ version behaviour
 
@@ -435,27 +628,32 @@ class Cluster:
         splits: Sequence[Any] | None = None,
         owners: Sequence[str] | None = None,
     ) -> ShardedNs:
-        """``sh.shardCollection(full_name, key)``, with chunk boundaries ``splits``.
+        """``sh.shardCollection(full_name, key)``, with chunk boundaries ``splits`` (on the key's first field).
 
-        Refuses a compound key (not modelled) and an existing unique index the key does not
-        prefix (code 72). Hashed keys default to boundaries that split the hash space evenly.
+        As ``shardCollection`` (``src/mongo/db/s/shard_key_util.cpp``): refuses an existing unique
+        index the key does not prefix (code 72); on a collection that holds documents it needs an
+        index that supports the key (``{field: "hashed"}`` for a hashed key, an index starting with
+        the key's fields for a ranged one), else code 72 "Please create an index that starts with
+        the proposed shard key before sharding the collection"; on an empty one it creates that
+        index. Hashed keys default to boundaries that split the hash space evenly. Compound keys:
+        the first field ranged or hashed, the others ranged (chunks split on the first field).
         """
-        if len(key) != 1:
-            raise NotImplementedError("the double models single-field shard keys only")
-        [(name, kind)] = key.items()
+        [(name, kind), *rest] = key.items()
+        if any(v != 1 for _, v in rest):
+            raise NotImplementedError("the double models further key fields as ranged only")
         hashed = kind == "hashed"
         if splits is None and hashed:
             n = len(self.shards)
             splits = [-(2**63) + i * (2**64 // n) for i in range(1, n)]
         elif splits is None:
             splits = []  # a ranged key on a new collection: one chunk, on the first shard
-        splits = sorted(splits, key=_order)
+        splits = sorted(splits, key=key_of)
         owners = (
             list(owners) if owners is not None else [self.shards[i % len(self.shards)] for i in range(len(splits) + 1)]
         )
         if len(owners) != len(splits) + 1:
             raise ValueError("one owner per chunk: len(splits) + 1")
-        sns = ShardedNs(name, hashed, list(splits), owners)
+        sns = ShardedNs(name, hashed, list(splits), owners, suffix=tuple(f for f, _ in rest))
         db, _, coll = full_name.partition(".")
         with self.lock:
             for spec in self.backend[db][coll].index_information().values():
@@ -467,16 +665,34 @@ class Cluster:
                         INVALID_OPTIONS,
                     )
             data = self.backend[db][coll]
-            supported = any(list(dict(spec["key"]))[:1] == [name] for spec in data.index_information().values())
-            if not supported and not hashed:
+            if not _supporting_index(data, sns):
                 if data.count_documents({}):
                     raise OperationFailure(
-                        "Please create an index that starts with the proposed shard key before sharding the collection",
+                        "Please create an index that starts with the proposed shard key before sharding the "
+                        "collection. ",
                         INVALID_OPTIONS,
                     )
-                data.create_index([(name, 1)])
+                data.create_index([(f, "hashed" if f == name and hashed else 1) for f in sns.fields])
             self.sharded[full_name] = sns
         return sns
+
+    def refine_shard_key(self, full_name: str, key: Mapping[str, Any]) -> ShardedNs:
+        """``refineCollectionShardKey``: the new key starts with the current one and adds ranged
+        fields; chunks keep their boundaries (extended with MinKey). Not modelled: the supporting
+        index the command requires."""
+        sns = self.sharded[full_name]
+        names = list(key)
+        if names[: len(sns.fields)] != list(sns.fields) or any(key[f] != 1 for f in names[len(sns.fields) :]):
+            raise OperationFailure(f"refineCollectionShardKey: {dict(key)} does not extend {sns.pattern}", 72)
+        sns.suffix = tuple(names[1:])
+        return sns
+
+    def _sharded_view(self, coll_name: str) -> tuple[Any, list[tuple[str, dict[str, Any]]]] | None:
+        """For ``fakes.atlas``: a sharded collection's owner-of-a-document and its orphans."""
+        for full_name, sns in self.sharded.items():
+            if full_name.partition(".")[2] == coll_name:
+                return (lambda doc, sns=sns: sns.shard_of(doc.get(sns.field))), self.orphans.get(full_name, [])
+        return None
 
     def config_collections(self) -> list[dict[str, Any]]:
         return [
@@ -506,6 +722,10 @@ class Cluster:
         self.log.append(rec)
 
 
+def _key_values(doc: Mapping[str, Any], sns: ShardedNs) -> tuple[Any, ...]:
+    return tuple(doc.get(f, _NO_KEY) for f in sns.fields)
+
+
 def _errmsg(exc: OperationFailure) -> str:
     return str((exc.details or {}).get("errmsg") or exc)
 
@@ -513,7 +733,20 @@ def _errmsg(exc: OperationFailure) -> str:
 def _unique_compatible(sns: ShardedNs, pattern: Mapping[str, Any]) -> bool:
     """``ShardKeyPattern::isUniqueIndexCompatible``: ``_id`` first, or the key's field names a prefix."""
     names = list(pattern)
-    return (bool(names) and names[0] == "_id") or names[:1] == [sns.field]
+    return (bool(names) and names[0] == "_id") or tuple(names[: len(sns.fields)]) == sns.fields
+
+
+def _supporting_index(data: Any, sns: ShardedNs) -> bool:
+    """An index that can serve the shard key: its fields start with the key's, with the same
+    kind (a hashed key needs the hashed index; a ranged one an ascending or descending one)."""
+    for spec in data.index_information().values():
+        pattern = list(dict(spec["key"]).items())
+        if len(pattern) < len(sns.fields) or tuple(f for f, _ in pattern[: len(sns.fields)]) != sns.fields:
+            continue
+        first = pattern[0][1]
+        if (first == "hashed") == sns.hashed:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------- pymongo surface
@@ -725,15 +958,20 @@ class MongosCollection:
 
     # ------------------------------------------------------------ routing
 
-    def _route(self, filt: Mapping[str, Any] | None) -> tuple[frozenset[str], bool]:
+    def _route(
+        self, filt: Mapping[str, Any] | None, collation: Mapping[str, Any] | None = None
+    ) -> tuple[frozenset[str], bool]:
+        """``getShardIdsForQuery``: an exact key first (one shard), else the bounds' chunks."""
         if self.database.name == "config":
             return frozenset({"config"}), True  # the config servers' catalog, not a shard
         sns = self.sharding
         if sns is None:
             return frozenset(self.cluster.shards[:1]), True  # unsharded: its primary shard
-        bounds = key_bounds(filt, sns.field)
-        reached = sns.shards_for(bounds)
-        return frozenset(reached), bounds is not None and (not sns.hashed or all(b.is_point() for b in bounds))
+        exact = sns.exact_key(filt, collation)
+        if exact is not _NO_KEY:
+            return frozenset([sns.shard_of(exact)]), True
+        bounds = sns.bounds(filt, collation)
+        return frozenset(sns.shards_for(bounds)), bounds is not None
 
     def _all(self) -> frozenset[str]:
         sns = self.sharding
@@ -742,7 +980,7 @@ class MongosCollection:
     # ------------------------------------------------------------ reads
 
     def find(self, filter: Any = None, projection: Any = None, *args: Any, **kwargs: Any) -> _Cursor:
-        shards, targeted = self._route(filter)
+        shards, targeted = self._route(filter, kwargs.get("collation"))
         self.cluster.record(OpRecord("find", self.full_name, shards, targeted, filter))
         return _Cursor(self, filter, projection)
 
@@ -752,7 +990,7 @@ class MongosCollection:
         return None
 
     def count_documents(self, filter: Any, *args: Any, **kwargs: Any) -> int:
-        shards, targeted = self._route(filter)
+        shards, targeted = self._route(filter, kwargs.get("collation"))
         self.cluster.record(OpRecord("count", self.full_name, shards, targeted, filter))
         with self.cluster.lock:
             return int(self._data.count_documents(filter))
@@ -765,7 +1003,7 @@ class MongosCollection:
     def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Iterator[Any]:
         first = pipeline[0] if pipeline else {}
         if "$match" in first:
-            shards, targeted = self._route(first["$match"])
+            shards, targeted = self._route(first["$match"], kwargs.get("collation"))
         else:
             shards, targeted = self._all(), len(self._all()) == 1
         rec = OpRecord("aggregate", self.full_name, shards, targeted, first.get("$match"))
@@ -802,9 +1040,14 @@ class MongosCollection:
 
     def _check_unique(self, keys: Any, unique: bool) -> None:
         sns = self.sharding
+        pattern = dict(keys) if not isinstance(keys, str) else {keys: 1}
+        if unique and "hashed" in pattern.values():
+            # HashAccessMethod (src/mongo/db/index/hash_access_method.cpp), sharded or not
+            raise OperationFailure(
+                "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.", HASHED_UNIQUE
+            )
         if not unique or sns is None:
             return
-        pattern = dict(keys) if not isinstance(keys, str) else {keys: 1}
         if not _unique_compatible(sns, pattern):
             raise OperationFailure(
                 f"cannot create unique index over {_fmt(pattern)} with shard key pattern {_fmt(sns.pattern)}",
@@ -883,6 +1126,7 @@ class MongosCollection:
         filt = getattr(model, "_filter", None)
         multi = isinstance(model, (UpdateMany, DeleteMany))
         upsert = bool(getattr(model, "_upsert", False))
+        collation = getattr(model, "_collation", None)
         kind = (
             "delete"
             if isinstance(model, (DeleteOne, DeleteMany))
@@ -896,63 +1140,137 @@ class MongosCollection:
         with self.cluster.lock:
             before: Any = None
             if kind == "insert":
-                doc = model._doc
-                rec.shards = frozenset([sns.shard_of(doc.get(sns.field)) if sns else self.cluster.shards[0]])
-                rec.targeted = True
+                rec.shards, rec.targeted = self._target_insert(rec, model._doc)
             elif sns is None:
                 rec.shards, rec.targeted = frozenset(self.cluster.shards[:1]), True
             else:
-                exact = exact_shard_key(filt, sns.field)
-                if exact is not _NO_KEY and (upsert or not multi):
-                    rec.shards, rec.targeted = frozenset([sns.shard_of(exact)]), True
-                elif upsert or not multi:
-                    self._no_exact_key(rec, filt, upsert)
-                else:
-                    rec.shards, rec.targeted = self._route(filt)
+                replacement = model._doc if isinstance(model, ReplaceOne) else None
+                self._target_write(rec, kind, filt, multi, upsert, collation, replacement)
                 if kind == "update":
-                    before = {d["_id"]: d.get(sns.field, _NO_KEY) for d in self._data.find(filt, {sns.field: 1})}
+                    found = self._data.find(filt, dict.fromkeys(sns.fields, 1))
+                    before = {d["_id"]: _key_values(d, sns) for d in found}
             self.cluster.record(rec)
             res = self._data.bulk_write([model], ordered=True)
             if kind == "update" and sns is not None:
-                self._check_key_change(rec, model, before, multi, filt)
+                self._check_key_change(rec, model, before, multi, filt, collation)
         return res
 
-    def _no_exact_key(self, rec: OpRecord, filt: Any, upsert: bool) -> None:
-        if self.cluster.writes_without_shard_key:
-            rec.without_shard_key, rec.shards, rec.targeted = True, self._all(), False
-            return
-        if upsert:
-            self.cluster.log.append(rec)
-            raise WriteError(
-                "Failed to target upsert by query :: could not extract exact shard key",
-                SHARD_KEY_NOT_FOUND,
-                {
-                    "code": SHARD_KEY_NOT_FOUND,
-                    "errmsg": "Failed to target upsert by query :: could not extract exact shard key",
-                },
-            )
-        if exact_shard_key(filt, "_id") is _NO_KEY:
-            self.cluster.log.append(rec)
-            msg = (
-                "A single update/delete on a sharded collection must contain an exact match on _id (and have the "
-                "collection default collation) or contain the shard key (and have the simple collation)."
-            )
-            raise WriteError(msg, INVALID_OPTIONS, {"code": INVALID_OPTIONS, "errmsg": msg})
-        rec.shards, rec.targeted = self._all(), False  # broadcast by _id before 7.1
+    def _refuse(self, rec: OpRecord, code: int, msg: str) -> None:
+        self.cluster.log.append(rec)
+        raise WriteError(msg, code, {"code": code, "errmsg": msg})
 
-    def _check_key_change(self, rec: OpRecord, model: Any, before: dict[Any, Any], multi: bool, filt: Any) -> None:
+    def _target_insert(self, rec: OpRecord, doc: Mapping[str, Any]) -> tuple[frozenset[str], bool]:
+        """``targetInsert`` (``src/mongo/s/collection_routing_info_targeter.cpp``): by the document's
+        key; a missing key field counts as null; an array there is refused (code 61)."""
+        sns = self.sharding
+        if sns is None:
+            return frozenset(self.cluster.shards[:1]), True
+        values = [doc.get(f) for f in sns.fields]
+        if any(isinstance(v, (list, tuple)) for v in values):
+            self._refuse(rec, SHARD_KEY_NOT_FOUND, "Shard key cannot contain array values or array descendants.")
+        return frozenset([sns.shard_of(values[0])]), True
+
+    def _target_write(
+        self,
+        rec: OpRecord,
+        kind: str,
+        filt: Any,
+        multi: bool,
+        upsert: bool,
+        collation: Any,
+        replacement: Mapping[str, Any] | None,
+    ) -> None:
+        """``CollectionRoutingInfoTargeter::targetUpdate`` / ``targetDelete``
+        (``src/mongo/s/collection_routing_info_targeter.cpp``), as of 7.0 (the feature flag
+        ``featureFlagUpdateOneWithoutShardKey`` off) and 7.1+/8.0 (on), then ``WriteOp::targetWrites``
+        (``src/mongo/s/write_ops/write_op.cpp``: a write reaching several shards outside a transaction
+        goes to every shard) and ``targetWriteOps`` (``batch_write_op.cpp``: only a single write runs
+        as a write without shard key). Fills ``rec`` or raises as mongos does."""
+        sns = self.sharding
+        assert sns is not None
+        v8 = self.cluster.writes_without_shard_key
+        exact = sns.exact_key(filt, collation)
+        exact_id = exact_shard_key(filt, "_id", collation) is not _NO_KEY  # isExactIdQuery
+        if kind == "update" and upsert and (not v8 or multi):
+            if exact is _NO_KEY:
+                self._refuse(
+                    rec, SHARD_KEY_NOT_FOUND, "Failed to target upsert by query :: could not extract exact shard key"
+                )
+            rec.shards, rec.targeted = frozenset([sns.shard_of(exact)]), True
+            return
+        reached, _ = self._route(filt, collation)
+        if len(reached) == 1:
+            rec.shards, rec.targeted = reached, True
+            # 8.0: an update without the full key (nor an exact _id) that reaches one shard still
+            # runs in two phases (its read phase on that shard); a delete does not.
+            if kind == "update" and v8 and not multi and exact is _NO_KEY and not exact_id:
+                rec.without_shard_key = True
+            return
+        rec.shards, rec.targeted = self._all(), False  # several shards: every shard (write_op.cpp)
+        if multi:
+            return
+        if kind == "update" and replacement is not None and (not v8 or exact_id):
+            values = [replacement.get(f, filt.get(f) if f == "_id" else None) for f in sns.fields]
+            if any(isinstance(v, (list, tuple)) for v in values):
+                self._refuse(
+                    rec,
+                    SHARD_KEY_NOT_FOUND,
+                    "Failed to target update by replacement document :: could not extract exact shard key",
+                )
+            rec.shards, rec.targeted = frozenset([sns.shard_of(values[0])]), True
+            return
+        if exact_id and not (kind == "update" and upsert):
+            return  # broadcast by exact _id (8.0: a "write without shard key with _id", still broadcast)
+        if v8:
+            rec.without_shard_key = True
+            rec.shards = reached  # the read phase reaches only the shards the query bounds
+            return
+        if kind == "update":
+            self._refuse(
+                rec,
+                INVALID_OPTIONS,
+                "A {multi:false} update on a sharded collection must contain an exact match on _id (and have the "
+                "collection default collation) or target a single shard (and have the simple collation)",
+            )
+        self._refuse(
+            rec,
+            SHARD_KEY_NOT_FOUND,
+            "A single delete on a sharded collection must contain an exact match on _id (and have the collection "
+            "default collation) or contain the shard key (and have the simple collation).",
+        )
+
+    def _check_key_change(
+        self, rec: OpRecord, model: Any, before: dict[Any, Any], multi: bool, filt: Any, collation: Any
+    ) -> None:
+        """``UpdateStage::_checkRestrictionsOnUpdatingShardKeyAreNotViolated``
+        (``src/mongo/db/exec/update_stage.cpp``): changing a key value needs an equality on every
+        key field in the query (code 31025; a two-phase write is let through, mongos marks it
+        ``$_allowShardKeyUpdatesWithoutFullShardKeyInQuery``), and never in a multi-update
+        (code 72). The change is undone before refusing."""
         sns = self.sharding
         assert sns is not None
         for _id, old in before.items():
-            now = self._data.find_one({"_id": _id}, {sns.field: 1})
-            new = now.get(sns.field, _NO_KEY) if now else _NO_KEY
-            if now is None or new == old or old is _NO_KEY:
+            now = self._data.find_one({"_id": _id}, dict.fromkeys(sns.fields, 1))
+            if now is None:
                 continue
-            if multi or (exact_shard_key(filt, sns.field) is _NO_KEY and not rec.without_shard_key):
-                self._data.update_one({"_id": _id}, {"$set": {sns.field: old}})  # undo, then refuse
+            new = _key_values(now, sns)
+            if new == old:
+                continue
+            full = all(exact_shard_key(filt, f, collation) is not _NO_KEY for f in sns.fields)
+            code, msg = 0, ""
+            if not full and not rec.without_shard_key:
+                code = SHARD_KEY_UPDATE_FORBIDDEN
                 msg = "Shard key update is not allowed without specifying the full shard key in the query"
-                raise WriteError(msg, INVALID_OPTIONS, {"code": INVALID_OPTIONS, "errmsg": msg})
-            if sns.shard_of(new) != sns.shard_of(old):
+            elif multi:
+                code = INVALID_OPTIONS
+                msg = "Multi-update operations are not allowed when updating the shard key field."
+            if code:
+                restore = {f: v for f, v in zip(sns.fields, old, strict=True) if v is not _NO_KEY}
+                self._data.update_one({"_id": _id}, {"$set": restore})
+                raise WriteError(msg, code, {"code": code, "errmsg": msg})
+            if sns.shard_of(new[0] if new[0] is not _NO_KEY else None) != sns.shard_of(
+                old[0] if old[0] is not _NO_KEY else None
+            ):
                 rec.moved_shard_key = True
 
     def bulk_write(self, requests: Sequence[Any], ordered: bool = True, *args: Any, **kwargs: Any) -> Any:

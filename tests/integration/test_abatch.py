@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from langgraph.store.base import GetOp, PutOp
 
 from mongostore import AsyncMongoStore
@@ -113,3 +114,47 @@ async def test_a_queued_put_is_not_hashed_again_by_its_batch() -> None:
         await store.abatch([PutOp(("a",), "b", {"text": "there"})])  # not queued through aput: found here
     assert [c.args[1] for c in again.call_args_list] == ["b"]
     assert (await store.asearch(("a",), query="hello"))[0].key == "k"
+
+
+async def test_sync_calls_from_another_thread_run_on_the_stores_loop_and_are_refused_on_it() -> None:
+    """What LangGraph's batched stores give sync callers: from a worker thread (a sync node run in a
+    thread by an async graph) ``get``/``put``/``search``/``delete`` run on the store's loop; on the
+    loop's own thread they would deadlock, so they are refused with the async method to use."""
+    store = AsyncMongoStore.in_memory(collection_name="sync_calls")
+
+    def sync_work() -> list[Any]:
+        store.put(("a",), "k", {"v": 1})
+        got = store.get(("a",), "k")
+        found = [i.key for i in store.search(("a",))]
+        store.delete(("a",), "k")
+        return [got.value if got else None, found, store.get(("a",), "k")]
+
+    assert await asyncio.to_thread(sync_work) == [{"v": 1}, ["k"], None]
+    with pytest.raises(asyncio.InvalidStateError, match="aget"):
+        store.get(("a",), "k")
+
+
+def test_coalesced_ops_are_deduplicated_as_langgraph_does() -> None:
+    """``dedupe_ops`` (ours, LangGraph's rules): equal reads run once, even holding an unhashable
+    filter; the last put or delete of an item wins; ops of different types never merge."""
+    from langgraph.store.base import ListNamespacesOp, SearchOp
+    from langgraph.store.base.batch import _dedupe_ops  # the reference we must agree with (a test only)
+
+    from mongostore.core.plan import dedupe_ops
+
+    ops: list[Any] = [
+        GetOp(("a",), "k"),
+        PutOp(("a",), "k", {"v": 1}),
+        GetOp(("a",), "k"),
+        SearchOp(("a",), {"tags": ["x"]}),
+        PutOp(("a",), "k", None),
+        SearchOp(("a",), {"tags": ["x"]}),
+        ListNamespacesOp((), None, 10, 0),
+        PutOp(("b",), "k", {"v": 2}),
+    ]
+    answer, run = dedupe_ops(ops)
+    assert run == [GetOp(("a",), "k"), PutOp(("a",), "k", None), SearchOp(("a",), {"tags": ["x"]}),
+                   ListNamespacesOp((), None, 10, 0), PutOp(("b",), "k", {"v": 2})]  # fmt: skip
+    assert answer == [0, 1, 0, 2, 1, 2, 3, 4]
+    theirs = _dedupe_ops(ops)
+    assert (theirs[0], theirs[1]) == (answer, run)

@@ -629,3 +629,60 @@ async def test_async_store_backfills_and_reads_refusals_like_the_sync_store() ->
     got = keys_scores(await astore.asearch(("u", "a"), query=QUERY, limit=10))
     assert got == keys_scores(reference.search(("u", "a"), query=QUERY, limit=10))
     assert (await astore.status())["search_path"] == "atlas"
+
+
+# --------------------------------------------------------------------------- recency (issue 36.4)
+
+RECENCY = {"half_life_days": 10, "weight": 0.4}
+
+
+def aged(store: MongoStore, days: dict[str, float]) -> None:
+    """Set items' ``updated_at`` this many days back (what the blend reads)."""
+    from datetime import datetime, timedelta, timezone
+
+    now = datetime.now(timezone.utc)
+    for key, age in days.items():
+        store.collection.update_many({"key": key}, {"$set": {"updated_at": now - timedelta(days=age)}})
+
+
+def test_hybrid_with_recency_orders_the_same_on_atlas_and_locally() -> None:
+    """The fused score is blended with each item's age: ``$rankFusion`` then the pipeline's blend on Atlas,
+    the exact local fusion then ``scoring.by_recency`` elsewhere, the same order and scores."""
+    ages = {"k1": 0, "k2": 90, "k3": 3, "k4": 0, "k5": 30, "k6": 1, "other": 0}
+    runs = []
+    for recency in (None, RECENCY):
+        extra = {} if recency is None else {"recency": recency}
+        stores = [
+            MongoStore(atlas_collection(), index=cfg(hybrid={}, **extra)),
+            MongoStore(in_memory_collection(), index=cfg(hybrid={}, **extra)),
+        ]
+        for store in stores:
+            store.setup()
+            fill(store)
+            aged(store, ages)
+        a, b = (keys_scores(s.search(("u", "a"), query=QUERY, limit=10)) for s in stores)
+        assert [k for k, _ in a] == [k for k, _ in b]
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-6)  # ages read a few ms apart
+        runs.append(a)
+    plain, blended = runs
+    assert [k for k, _ in plain] != [k for k, _ in blended]  # k2, 90 days old, is no longer first
+    assert plain[0][0] == "k2" and [k for k, _ in blended].index("k2") > 0
+
+
+def test_rerank_with_recency_blends_the_reranked_score() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from mongostore.config import RecencySettings
+    from mongostore.core.scoring import blend
+
+    store = MongoStore(atlas_collection(), index=cfg(rerank={"model": "rerank-2.5", "candidates": 20}, recency=RECENCY))
+    store.setup()
+    fill(store)
+    ages = {"k1": 20, "k2": 0, "k3": 5, "k4": 0, "k5": 40, "k6": 2}
+    aged(store, ages)
+    found = [x for x in store.search(("u", "a"), query=QUERY, limit=10) if x.score is not None]
+    now, rec = datetime.now(timezone.utc), RecencySettings(10, 0.4)
+    want = {k: blend(rerank_score(QUERY, MEMORIES[k][0]), now - timedelta(days=ages[k]), now, rec) for k in MEMORIES}
+    assert [x.key for x in found] == sorted(want, key=lambda k: (-want[k], k))
+    for x in found:
+        assert x.score == pytest.approx(want[x.key], abs=1e-6)

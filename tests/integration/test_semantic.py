@@ -271,3 +271,26 @@ async def test_status_reports_what_the_server_can_do(make_semantic_store: MakeSt
         assert status["client_bulk_write"] is (hello["maxWireVersion"] >= 25)
         if TEST_SERVER == "mongoeco":  # no search commands: the uncoded refusal means "rank locally"
             assert status["search_path"] == "local" and "uncoded answer" in status["detail"]
+
+
+@pytest.mark.parametrize("weight", [None, 0, 0.5])
+async def test_recency_ranks_the_newer_of_two_equals_first(make_semantic_store: MakeStore, weight: Any) -> None:
+    """Issue 36.4: two equally similar memories rank newer first with ``index["recency"]``, and as
+    before (ties by key) without it or with weight 0, with the same scores then."""
+    emb = HashingEmbeddings(384)
+    extra = {} if weight is None else {"recency": {"half_life_days": 1, "weight": weight}}
+    api = await make_semantic_store(index=text_index(emb, ["text"], **extra))
+    await api.put(("u",), "a-old", {"text": "I like pizza"})
+    await asyncio.sleep(0.01)  # a later updated_at, even on a coarse clock
+    await api.put(("u",), "b-new", {"text": "I like pizza"})
+    await api.put(("u",), "c-far", {"text": "the meeting moved to friday"})
+    found = await settle(api, ("u",), "I like pizza", 3)
+    keys = [r.key for r in found]
+    if weight:
+        assert keys[:2] == ["b-new", "a-old"]
+        assert found[0].score is not None and found[1].score is not None
+        assert found[0].score > found[1].score  # the newer one's age part is larger
+        assert found[0].score == pytest.approx(0.5 * 1.0 + 0.5, abs=1e-3)  # similarity 1, age ~0
+    else:
+        assert keys[:2] == ["a-old", "b-new"]
+        assert found[0].score == pytest.approx(1.0) and found[1].score == pytest.approx(1.0)

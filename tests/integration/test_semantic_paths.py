@@ -203,3 +203,26 @@ def test_failed_vector_write_leaves_no_stale_match_and_next_put_re_embeds(
     assert (e.calls, e.texts_embedded) == (1, 1)  # the missing vector is embedded again
     top = store.search(("a",), query="sushi")[0]
     assert top.key == "k" and top.score == pytest.approx(1.0)
+
+
+def test_recency_asks_again_while_an_item_beyond_the_hits_could_blend_into_the_page() -> None:
+    """Issue 36.4: ``$vectorSearch`` returns the most similar vectors; a newer, less similar memory
+    may blend above them all. While the lowest hit's similarity, blended as if brand new, could
+    still beat the page, the store asks again with more candidates: the page is exact."""
+    from datetime import datetime, timedelta, timezone
+
+    e = emb()
+    for recency, first in ((None, "old00"), ({"half_life_days": 1, "weight": 0.5}, "new")):
+        coll = atlas_collection()
+        extra = {} if recency is None else {"recency": recency}
+        store = MongoStore(coll, index=text_index(e, ["text"], **extra))
+        store.setup()
+        store.batch([PutOp(("a",), f"old{i:02d}", {"text": "pizza"}) for i in range(15)])
+        store.put(("a",), "new", {"text": "pizza with pasta"})
+        store.collection.update_many(
+            {"key": {"$regex": "^old"}}, {"$set": {"updated_at": datetime.now(timezone.utc) - timedelta(days=100)}}
+        )
+        found = store.search(("a",), query="pizza", limit=1)
+        assert [r.key for r in found] == [first]
+        limits = coll.atlas.limits_asked
+        assert len(limits) == (1 if recency is None else 2), limits  # the first 10 hits were all old

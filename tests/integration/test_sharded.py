@@ -205,8 +205,27 @@ def test_done_when_workload(version: str) -> None:
     assert plain.status()["cluster"] is None
 
 
-def test_hashed_keys_keep_single_item_operations_on_one_shard() -> None:
-    cluster, sharded = cluster_store("7.0.12", {"_id": "hashed"}, {"item_id": "hashed"})
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_a_refined_vectors_key_is_accepted_and_stays_targeted(version: str) -> None:
+    """``refineCollectionShardKey`` turns ``{item_id: 1}`` into ``{item_id: 1, _id: 1}``: every
+    single-document vector write carries both fields, every prefix read bounds ``item_id``, so
+    setup() accepts it and the workload stays targeted (issue 34: it was refused)."""
+    cluster, sharded = cluster_store(version)
+    cluster.refine_shard_key("app.memories_vectors", {"item_id": 1, "_id": 1})
+    plain = plain_store()
+    sharded.setup()
+    plain.setup()
+    for name, kind, prefix, action in workload():
+        mark = cluster.mark()
+        assert shape(run(action, sharded)) == shape(run(action, plain)), name
+        check_records(cluster, name, kind, prefix, cluster.since(mark))
+    verdict = sharded.status()["cluster"]["shard_keys"]["vectors"]
+    assert verdict["verdict"] == "supported" and "refineCollectionShardKey" in verdict["advice"]
+
+
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_hashed_keys_keep_single_item_operations_on_one_shard(version: str) -> None:
+    cluster, sharded = cluster_store(version, {"_id": "hashed"}, {"item_id": "hashed"})
     plain = plain_store()
     sharded.setup()
     plain.setup()
@@ -396,3 +415,112 @@ def test_shard_collections_refuses_with_the_migration_when_the_unique_index_is_t
     assert plain_store().setup() is None
     with pytest.raises(ConfigurationError, match="not mongos"):
         plain_store().shard_collections()
+
+
+def test_shard_collections_hashed_on_collections_that_hold_data() -> None:
+    """mongod hashes a collection that holds documents only once the hashed index exists (code 72
+    "Please create an index that starts with the proposed shard key"): shard_collections() creates
+    it first (issue 34: it failed, and advised dropping path_key)."""
+    cluster = Cluster("8.0.4")
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    for i, tenant in enumerate(TENANTS):
+        store.put(("users", tenant), "m", {"text": TEXTS[i]})
+    assert store.shard_collections(hashed=True) == {"items": {"_id": "hashed"}, "vectors": {"item_id": "hashed"}}
+    assert "_id_hashed" in store.collection.index_information()
+    assert sum(cluster.shard_counts("app.memories").values()) == len(TENANTS)
+    mark = cluster.mark()
+    assert store.get(("users", "alice"), "m").value == {"text": TEXTS[0]}
+    assert [len(r.shards) for r in cluster.since(mark)] == [1]
+
+
+def test_shard_collections_says_what_is_missing_when_no_index_supports_the_key() -> None:
+    cluster = Cluster("8.0.4")
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    store.setup()
+    store.put(("users", "alice"), "m", {"text": "hello"})
+    store.vectors_collection.drop_index("item_id")  # as if setup() had not run on this collection
+    with pytest.raises(ConfigurationError) as err:
+        store.shard_collections()
+    assert "Please create an index" in str(err.value) and "run setup() first" in str(err.value)
+    assert "path_key" not in str(err.value)
+
+
+def test_a_short_vector_search_page_on_a_sharded_collection_asks_again() -> None:
+    """Each shard's mongot answers its own top ``k``; ``idLookup`` then drops orphans (copies a
+    migration left, here of since-deleted vectors that match the query best) without topping up,
+    so a page with fewer hits than asked is not the end behind mongos (issue 34): the store asks
+    again until asking for more brings no more, and finds the page the unsharded store finds."""
+    from fakes.atlas import AtlasSearch
+
+    atlas = AtlasSearch()
+    cluster = Cluster("8.0.4", atlas=atlas)
+    cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+    cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+    store = MongoStore(cluster.client()["app"]["memories"], index=INDEX)
+    plain = plain_store()
+    store.setup()
+    plain.setup()
+    alice = ("users", "alice")
+    for s in (store, plain):
+        for j in range(10):
+            s.put(alice, f"m{j}", {"text": f"{TEXTS[j % 6]} {j}"})
+    for j in range(15):  # the best matches, moved away and deleted: their copies stay on shard0
+        store.put(alice, f"gone{j}", {"text": "green tea"})
+    vectors = cluster.client()["app"]["memories_vectors"]
+    stale = [doc for doc in vectors.find({"item_id": {"$gte": "users.alice.\x00gone", "$lt": "users.alice.\x00gonf"}})]
+    for j in range(15):
+        store.delete(alice, f"gone{j}")
+    cluster.orphans["app.memories_vectors"] = [("shard0", doc) for doc in stale]
+    mark = cluster.mark()
+    got = [(i.key, i.score is not None) for i in store.search(alice, query="green tea", limit=10)]
+    assert got == [(i.key, True) for i in plain.search(alice, query="green tea", limit=10)]
+    asks = [r for r in cluster.since(mark) if r.op == "aggregate" and r.ns == "app.memories_vectors"]
+    assert len(asks) == 2  # k = 20: 5 hits (the page short); k = 80: 10 hits (the page full)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_short_page_costs_one_aggregate_on_atlas_and_one_more_behind_mongos(sharded: bool) -> None:
+    """On Atlas (unsharded) a semantic page is one aggregate, short or not; behind mongos a short
+    page costs one more, which finds no more hits."""
+    from fakes.atlas import AtlasSearch, atlas_collection
+
+    atlas = AtlasSearch(server_version="8.0.4")
+    cluster = Cluster("8.0.4", atlas=atlas)
+    if sharded:
+        cluster.shard_collection("app.memories", {"_id": 1}, SPLITS)
+        cluster.shard_collection("app.memories_vectors", {"item_id": 1}, SPLITS)
+        collection: Any = cluster.client()["app"]["memories"]
+    else:
+        collection = atlas_collection()
+    store = MongoStore(collection, index=INDEX)
+    store.setup()
+    for j in range(3):
+        store.put(("users", "bob"), f"m{j}", {"text": TEXTS[j]})
+    mark, calls = cluster.mark(), getattr(collection, "atlas", atlas).vector_search_calls
+    assert len(store.search(("users", "bob"), query="tea", limit=10)) == 3
+    if sharded:
+        assert len([r for r in cluster.since(mark) if r.op == "aggregate" and r.ns.endswith("_vectors")]) == 2
+    else:
+        assert collection.atlas.vector_search_calls - calls == 1
+
+
+@pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
+def test_purge_reaches_only_the_prefixs_shards(version: str) -> None:
+    """Issue 36.1: a purge (and its dry run) reads and deletes by the prefix's ``_id`` / ``item_id``
+    range and by ``$in`` of ids: only the shards holding the tenant, no write without shard key."""
+    cluster, sharded = cluster_store(version)
+    plain = plain_store()
+    for store in (sharded, plain):
+        store.setup()
+        for i, tenant in enumerate(TENANTS):
+            store.put(("users", tenant, "memories"), "m1", {"text": TEXTS[i]})
+            store.put(("users", tenant, "notes"), "n1", {"text": TEXTS[(i + 1) % 6]})
+    for prefix in (("users", "alice"), ("users", "erin", "notes")):
+        for dry_run in (True, False):
+            mark = cluster.mark()
+            got, want = sharded.purge(prefix, dry_run=dry_run), plain.purge(prefix, dry_run=dry_run)
+            assert got == want and got.items > 0, prefix
+            check_records(cluster, f"purge {prefix}", "prefix", prefix, cluster.since(mark))
+    assert sorted(sharded.list_namespaces()) == sorted(plain.list_namespaces())
+    assert ("users", "alice", "memories") not in sharded.list_namespaces()

@@ -234,3 +234,45 @@ def test_only_the_offline_embedders_are_imported_from_the_tools_and_they_import_
     }
     assert graph["mongostore.tools.embeddings"] == {"mongostore.errors"}
     assert graph["mongostore.tools"] == set()
+
+
+def private_langgraph_names(source: str, module: str) -> list[str]:
+    """The private LangGraph names (``_x`` at any level) a source imports: code a LangGraph upgrade
+    may change or remove without notice."""
+    return sorted(
+        {
+            name
+            for name in imported_names(source, module)
+            if name.startswith("langgraph") and any(part.startswith("_") for part in name.split("."))
+        }
+    )
+
+
+def test_the_product_uses_no_private_langgraph_name() -> None:
+    """Issue 35: only LangGraph's public API (the batching included: ``AsyncMongoStore`` coalesces on
+    its own queue), so a LangGraph upgrade cannot silently break the store."""
+    bad = {
+        module_name(path): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (found := private_langgraph_names(path.read_text(encoding="utf-8"), module_name(path)))
+    }
+    assert bad == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from langgraph.store.base import _validate_namespace",
+        "from langgraph.store.base.batch import AsyncBatchedBaseStore, _dedupe_ops",
+        "import langgraph.store.base._internal",
+    ],
+)
+def test_the_private_name_checker_catches_them(source: str) -> None:
+    assert private_langgraph_names(source, "mongostore.x")
+
+
+def test_the_stores_need_no_type_ignore() -> None:
+    """Issue 35: plans are typed by their result (``Plan[R]``, ``run_sync(plan: Plan[R]) -> R``), so
+    the stores' methods are checked by mypy, not silenced."""
+    for name in ("store.py", "aio.py"):
+        assert "type: ignore" not in (PACKAGE / name).read_text(encoding="utf-8"), name

@@ -312,7 +312,7 @@ async def test_unknown_index_gives_no_results(indexed: Fake) -> None:
     (out,) = await indexed.aggregate(pipeline(index_name="no_such_index"))
     # As on MongoDB, $count over nothing outputs nothing (mongomock alone says {n: 0}).
     assert out == {"hits": [], "scored": [], "item": []}
-    assert page_rows([out]) == ({"hits": [], "scored": [], "page": []}, {})
+    assert page_rows([out]) == ({"hits": [], "scored": [], "page": [], "floor": []}, {})
 
 
 async def test_vector_search_must_be_first(indexed: Fake) -> None:

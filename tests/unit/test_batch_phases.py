@@ -25,9 +25,10 @@ from mongostore.core.plan import (
     answer_phase,
     batch_reads,
     embed_phase,
-    query_phase,
+    probe_phase,
     rank_phase,
     read_phase,
+    search_read_phase,
     validate_phase,
     write_phase,
 )
@@ -124,39 +125,20 @@ def test_without_an_index_no_search_is_semantic() -> None:
     assert state.semantic == []
 
 
-# --------------------------------------------------------------------------- query
+# --------------------------------------------------------------------------- probe
 
 
-def test_query_phase_probes_once_and_embeds_each_query_once() -> None:
-    state = validate_phase(
-        [SearchOp(("u",), query="pizza"), SearchOp(("v",), query="pizza"), SearchOp(("u",), query="pasta")],
-        context(),
-    )
-    emb = HashingEmbeddings(4)
-
-    def answer(step: Step) -> Any:
-        if isinstance(step, Probe):
-            return ATLAS
-        assert isinstance(step, Embed)
-        return emb.embed_documents(list(step.texts))
-
-    steps, _ = run(query_phase(state), answer)
-    assert steps == [Probe(state.ctx.index.index_name), Embed(("pizza", "pasta"))]  # type: ignore[union-attr]
+def test_probe_phase_probes_once_and_embeds_nothing() -> None:
+    state = validate_phase([SearchOp(("u",), query="pizza"), SearchOp(("v",), query="pasta")], context())
+    steps, _ = run(probe_phase(state), lambda step: ATLAS)
+    assert steps == [Probe(state.ctx.index.index_name)]  # type: ignore[union-attr]
     assert state.use_atlas and state.caps == ATLAS
-    assert [s.query_vector for s in state.searches] == emb.embed_documents(["pizza", "pizza", "pasta"])
-    assert all(type(x) is float for s in state.searches for x in s.query_vector or [])
 
 
-def test_query_phase_asks_nothing_without_semantic_searches() -> None:
+def test_probe_phase_asks_nothing_without_semantic_searches() -> None:
     state = validate_phase([SearchOp(("u",)), GetOp(("u",), "a")], context())
-    assert run(query_phase(state), no_steps) == ([], None)
+    assert run(probe_phase(state), no_steps) == ([], None)
     assert state.caps is None and not state.use_atlas
-
-
-def test_query_phase_refuses_an_embedder_answer_of_the_wrong_size() -> None:
-    state = validate_phase([SearchOp(("u",), query="pizza")], context())
-    with pytest.raises(ValueError, match="returned 3 dimensions"):
-        run(query_phase(state), lambda step: ATLAS if isinstance(step, Probe) else [[0.0, 1.0, 2.0]])
 
 
 # --------------------------------------------------------------------------- read
@@ -176,13 +158,17 @@ def test_read_phase_asks_nothing_for_an_empty_batch() -> None:
     assert run(read_phase(state), no_steps) == ([], [])
 
 
-def test_read_phase_ranks_locally_when_the_server_has_no_search() -> None:
-    state = validate_phase([SearchOp(("u",), query="pizza")], context())
+def test_an_atlas_search_waits_for_its_vector_and_ranks_locally_when_the_server_has_no_search() -> None:
+    state = validate_phase([GetOp(("u",), "a"), SearchOp(("u",), query="pizza")], context())
     state.caps, state.use_atlas = ATLAS, True
+    steps, answers_back = run(read_phase(state), lambda step: [["gets"]])
+    assert answers_back == [["gets"]]
+    assert [[r.role for r in s.steps] for s in steps] == [["items"]]  # type: ignore[attr-defined]
+    assert state.searches[0].n_reads == 0  # the $vectorSearch page waits for the query vector
     state.searches[0].query_vector = [1.0, 0.0, 0.0, 0.0]
     refusal = OperationFailure("$vectorSearch stage is only allowed on MongoDB Atlas", code=31082)
     answers: list[Any] = [refusal, None, [["items"], ["vectors"]]]
-    steps, got = run(read_phase(state), lambda step: answers.pop(0))
+    steps, _ = run(search_read_phase(state), lambda step: answers.pop(0))
     assert [type(s).__name__ for s in steps] == ["Parallel", "DisableVectorSearch", "Parallel"]
     first, disable, second = steps
     assert isinstance(first, Parallel) and isinstance(second, Parallel)
@@ -190,7 +176,7 @@ def test_read_phase_ranks_locally_when_the_server_has_no_search() -> None:
     assert disable == DisableVectorSearch(str(refusal))
     assert [s.role for s in second.steps] == ["items", "vectors"]  # type: ignore[union-attr]
     assert not state.use_atlas and state.searches[0].path is LOCAL and state.searches[0].n_reads == 2
-    assert got == [["vectors"], ["items"]]
+    assert state.searches[0].first == [["items"], ["vectors"]]
 
 
 def test_read_phase_lets_other_errors_through() -> None:
@@ -246,6 +232,29 @@ def test_validate_phase_checks_the_vector_sizes_before_any_io() -> None:
     with pytest.raises(InvalidValueError) as caught:
         validate_phase([PutOp(namespace, "k", {"text": "hello"})], context())
     assert "vector documents would be" in str(caught.value)[-400:]
+
+
+def test_embed_phase_embeds_the_queries_and_the_changed_texts_in_one_call() -> None:
+    ops = [
+        SearchOp(("u",), query="pizza"),
+        SearchOp(("v",), query="pizza"),
+        SearchOp(("u",), query="pasta"),
+        PutOp(("u",), "a", {"text": "pasta"}),
+        PutOp(("u",), "b", {"text": "new"}),
+    ]
+    state = validate_phase(ops, context())
+    emb = HashingEmbeddings(4)
+    steps, _ = run(embed_phase(state), lambda step: emb.embed_documents(list(step.texts)))  # type: ignore[attr-defined]
+    assert steps == [Embed(("pizza", "pasta", "new"))]  # a text both queried and put: once
+    assert [s.query_vector for s in state.searches] == emb.embed_documents(["pizza", "pizza", "pasta"])
+    assert all(type(x) is float for s in state.searches for x in s.query_vector or [])
+    assert set(state.packed) == {"pasta", "new"}
+
+
+def test_embed_phase_refuses_an_embedder_answer_of_the_wrong_size() -> None:
+    state = validate_phase([SearchOp(("u",), query="pizza")], context())
+    with pytest.raises(ValueError, match="returned 3 dimensions"):
+        run(embed_phase(state), lambda step: [[0.0, 1.0, 2.0]])
 
 
 def test_embed_phase_asks_nothing_without_an_index() -> None:

@@ -6,7 +6,6 @@ import types
 
 import langgraph.store.base as lg_base
 from langgraph.store.base import BaseStore
-from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 import mongostore
 from mongostore import errors
@@ -45,7 +44,7 @@ def test_the_stores_and_every_error_are_exported() -> None:
 
 def test_exported_types() -> None:
     assert issubclass(mongostore.MongoStore, BaseStore)
-    assert issubclass(mongostore.AsyncMongoStore, AsyncBatchedBaseStore)
+    assert issubclass(mongostore.AsyncMongoStore, BaseStore)
     # The namespace error is LangGraph's own class, so `except InvalidNamespaceError` works for both.
     assert mongostore.InvalidNamespaceError is lg_base.InvalidNamespaceError
     for name in ("InvalidValueError", "InvalidFilterError", "ConfigurationError", "PipelineError"):

@@ -346,9 +346,10 @@ def test_validation_errors_come_before_any_step(bad_op: Any, error: type[Excepti
 # --------------------------------------------------------------------------- semantic batches
 
 
-def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
-    """1 search + 3 puts + 2 gets: query embedding, one parallel read (the $vectorSearch
-    among the gets and the stored-hash read), one embedding of new texts, one write."""
+def test_an_agent_step_makes_one_embedding_call_between_its_two_reads() -> None:
+    """1 search + 3 puts + 2 gets on Atlas (issue 35): the reads that need no vector (the gets, the
+    stored hashes), one embedding call for the query and the new texts together, the $vectorSearch
+    page, one write: as many round trips as before, one embedding call fewer."""
     from mongostore.config import index_settings
     from mongostore.core.steps import Capabilities, Embed, Probe
     from mongostore.tools.embeddings import HashingEmbeddings
@@ -374,16 +375,39 @@ def test_an_agent_step_is_four_steps_and_the_search_joins_the_reads() -> None:
 
     steps, results = drive(ops, answer, context)
     kinds = [type(s).__name__ for s in steps]
-    assert kinds == ["Probe", "Embed", "Parallel", "Embed", "Aggregate", "Write"]
-    assert steps[1] == Embed(("pizza",))  # the queries, in one call, before the reads
-    parallel = steps[2]
-    assert isinstance(parallel, Parallel)
-    assert [type(s).__name__ for s in parallel.steps] == ["Find", "Aggregate", "Find"]
-    assert "$vectorSearch" in parallel.steps[1].pipeline[0]  # type: ignore[union-attr]
-    assert steps[3] == Embed(("I like pizza", "I like pasta", "I like sushi"))
+    assert kinds == ["Probe", "Parallel", "Embed", "Parallel", "Aggregate", "Write"]
+    first, embed, second = steps[1:4]
+    assert isinstance(first, Parallel) and isinstance(second, Parallel)
+    assert [(type(s).__name__, s.role) for s in first.steps] == [("Find", "items"), ("Find", "vectors")]
+    assert embed == Embed(("pizza", "I like pizza", "I like pasta", "I like sushi"))  # one call
+    assert [type(s).__name__ for s in second.steps] == ["Aggregate"]
+    assert "$vectorSearch" in second.steps[0].pipeline[0]  # type: ignore[union-attr]
     # the Aggregate after it fills a page the (empty) vector search left short with items
     # that have no valid vector (none listed, or listed hashes without a vector document)
     assert results[0] == [] and results[4] is None
+
+
+def test_a_local_search_beside_puts_reads_once_and_embeds_once() -> None:
+    """Off Atlas the search's candidates need no vector: one read, one embedding call, one write."""
+    from mongostore.config import index_settings
+    from mongostore.core.steps import Capabilities, Embed, Probe
+    from mongostore.tools.embeddings import HashingEmbeddings
+
+    index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+    context = PlanContext("memories", index, None, NOW, clock=lambda: NOW)
+    ops = [SearchOp(("u",), query="pizza"), PutOp(("u",), "a", {"text": "I like pizza"})]
+    base = canned()
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, Probe):
+            return Capabilities("7.0", emulated=False, vector_search=False, client_bulk_write=False)
+        if isinstance(step, Embed):
+            return HashingEmbeddings(8).embed_documents(list(step.texts))
+        return base(step)
+
+    steps, _ = drive(ops, answer, context)
+    assert [type(s).__name__ for s in steps] == ["Probe", "Parallel", "Embed", "Write"]
+    assert steps[2] == Embed(("pizza", "I like pizza"))
 
 
 # --------------------------------------------------------------------------- capabilities

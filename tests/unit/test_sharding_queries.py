@@ -131,6 +131,11 @@ def test_targeted_writes_add_item_id_to_vector_writes_only() -> None:
         ("vectors", {"item_id": 1}, "recommended"),
         ("vectors", {"item_id": "hashed"}, "supported"),
         ("vectors", {"_id": 1}, "unsupported"),
+        ("vectors", {"item_id": 1, "_id": 1}, "supported"),  # refineCollectionShardKey of {item_id: 1}
+        ("vectors", {"item_id": "hashed", "_id": 1}, "supported"),
+        ("vectors", {"item_id": 1, "field": 1}, "unsupported"),  # not carried by the store's writes
+        ("vectors", {"_id": 1, "item_id": 1}, "unsupported"),  # prefix reads bound item_id, not _id
+        ("items", {"_id": 1, "path": 1}, "unsupported"),
     ],
 )
 def test_shard_key_verdicts(role: Any, key: Any, verdict: str) -> None:

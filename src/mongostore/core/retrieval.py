@@ -76,10 +76,12 @@ def atlas_pipeline(
     cutoff: datetime | None,
     query_vector: Sequence[float] | None,
     k: int,
+    read_time: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """One Atlas page in this index's mode: ``$vectorSearch`` (by vector, or by the query's text with automated
     embedding); hybrid fuses it in ``$rankFusion`` with ``$search`` (both selection pipelines, ``depth`` each);
-    reranking ``$rerank``s the first ``candidates`` hits. Then ``queries.scored_page_stages``."""
+    reranking ``$rerank``s the first ``candidates`` hits. Then ``queries.scored_page_stages`` (with ``recency``,
+    the scores blended with the items' ages at ``read_time``)."""
     query = str(op.query)
     hybrid, rerank = index.hybrid, index.rerank
     if hybrid is not None:
@@ -108,7 +110,8 @@ def atlas_pipeline(
         spec = {"query": {"text": query}, "path": TEXT_PATH, "numDocsToRerank": rerank.candidates}
         stages += [{"$match": {TEXT_PATH: {"$type": "string"}}}, {"$rerank": {**spec, "model": rerank.model}}]
     similarity = index.similarity if hybrid is None and rerank is None else None
-    page = q.scored_page_stages(similarity, post, items_name, op.offset, op.limit, cutoff)
+    recency = (index.recency, read_time) if index.recency is not None and read_time is not None else None
+    page = q.scored_page_stages(similarity, post, items_name, op.offset, op.limit, cutoff, recency)
     return stages + page
 
 

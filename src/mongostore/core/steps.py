@@ -59,7 +59,8 @@ class Write:
 @dataclass(frozen=True)
 class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
-    deleted: int = 0
+    deleted: int = 0  # items deleted
+    vectors_deleted: int = 0
 
 
 @dataclass(frozen=True)

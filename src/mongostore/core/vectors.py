@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,18 @@ def _as_row(item: str, embedding: Any, dims: int) -> npt.NDArray[np.float32]:
     if row.shape != (dims,):
         raise ValueError(f"the stored embedding of item {item!r} has {row.size} dimensions; index['dims'] is {dims}")
     return row
+
+
+_T = TypeVar("_T", bound=np.generic)
+
+
+def _grown(array: npt.NDArray[_T], rows: int) -> npt.NDArray[_T]:
+    """``array`` with ``rows`` rows, the new ones zero (filled here, not copied from a second array)."""
+    out = np.empty((rows, *array.shape[1:]), dtype=array.dtype)
+    n = len(array)
+    out[:n] = array
+    out[n:] = 0
+    return out
 
 
 def similarities(
@@ -135,6 +147,13 @@ class VectorCache:
             for r in [r for (iid, _), r in self._row.items() if iid == item]:
                 self._release(r)
 
+    def forget_many(self, items: Sequence[str]) -> None:
+        """Drop the rows of these items (a purge deleted them): one scan for them all."""
+        gone = set(items)
+        with self._lock:
+            for r in [r for (iid, _), r in self._row.items() if iid in gone]:
+                self._release(r)
+
     def drop(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Release the rows of these (item id, text hash) pairs: their vector documents are gone."""
         with self._lock:
@@ -154,8 +173,7 @@ class VectorCache:
         rows = self._allocate(len(new))
         idx = np.asarray(rows, dtype=np.int64)
         self._m[idx] = block
-        b64 = block.astype(np.float64)
-        self._sq[idx] = np.einsum("ij,ij->i", b64, b64)
+        self._sq[idx] = np.einsum("ij,ij->i", block, block, dtype=np.float64)  # in float64, without a float64 copy
         self._used[idx] = self._clock
         for r, (pair, (fname, _)) in zip(rows, new.items(), strict=True):
             self._row[pair] = r
@@ -172,9 +190,9 @@ class VectorCache:
         if need > len(self._m):
             cap = max(need, len(self._m) + len(self._m) // 2, 64)
             grow = cap - len(self._m)
-            self._m = np.concatenate([self._m, np.zeros((grow, self.dims), dtype=np.float32)])
-            self._sq = np.concatenate([self._sq, np.zeros(grow)])
-            self._used = np.concatenate([self._used, np.zeros(grow, dtype=np.int64)])
+            self._m = _grown(self._m, cap)
+            self._sq = _grown(self._sq, cap)
+            self._used = _grown(self._used, cap)
             self._key.extend([None] * grow)
             self._field.extend([""] * grow)
         out.extend(range(self._n, need))

@@ -8,20 +8,25 @@ from __future__ import annotations
 import asyncio
 import inspect
 from types import GeneratorType
-from typing import Any
+from typing import Any, TypeVar
 
 from mongostore.core.plan import Plan
 from mongostore.core.steps import Step
 from mongostore.drivers import shared
 
+R = TypeVar("R")
 
-async def run_async(plan: Plan, io: AsyncIO) -> Any:
+
+async def run_async(plan: Plan[R], io: AsyncIO) -> R:
     """The plan's result, run inside one unit of work of the backend."""
+    result: R
     if io.backend.aunit is None:
         with io.backend.unit():
-            return await io.resolve(plan)
+            result = await io.resolve(plan)
+            return result
     async with io.backend.aunit():
-        return await io.resolve(plan)
+        result = await io.resolve(plan)
+        return result
 
 
 async def maybe_await(value: Any) -> Any:

@@ -175,9 +175,9 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
     caps = (yield ServerInfo()) if len({r.role for r in requests}) > 1 else io.server
     if caps is not None and caps.client_bulk_write:
         # One client-level bulk_write: each model names its collection (``db.coll``). Its
-        # deleted_count sums every collection: count the item deletions from the per-request results.
+        # deleted_count sums every collection: count each one's deletions from the per-request results.
         models = [_model(r, io.coll(r.role).full_name) for r in requests]
-        verbose = any(r.role == "items" and r.kind.startswith("delete") for r in requests)
+        verbose = any(r.kind.startswith("delete") for r in requests)
         try:
             res = yield io.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
         except ClientBulkWriteException as exc:
@@ -186,20 +186,25 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
                 raise
             return WriteOutcome([(int(e["idx"]), str(e.get("errmsg", e))) for e in raw])
         per_request = (getattr(res, "delete_results", None) or {}) if verbose else {}
-        deleted = sum(int(r.deleted_count) for i, r in per_request.items() if requests[int(i)].role == "items")
-        return WriteOutcome([], deleted)
+        counts = {"items": 0, "vectors": 0}
+        for i, r in per_request.items():
+            counts[requests[int(i)].role] += int(r.deleted_count)
+        return WriteOutcome([], counts["items"], counts["vectors"])
     # One bulk_write per collection, at once. Their order does not matter: a vector counts only
     # while its item lists its text hash, so a search never returns a stale match, and the next
     # put (which compares with the stored vectors' hashes) repairs a half-done write.
     groups: dict[Role, list[int]] = {}
     for i, req in enumerate(requests):
         groups.setdefault(req.role, []).append(i)
-    done = yield All(tuple(_bulk(io, requests, role, indexes) for role, indexes in groups.items()))
-    return WriteOutcome([e for errs, _ in done for e in errs], sum(d for _, d in done))
+    roles = list(groups)
+    done = yield All(tuple(_bulk(io, requests, role, groups[role]) for role in roles))
+    deleted = {role: d for role, (_, d) in zip(roles, done, strict=True)}
+    errors = [e for errs, _ in done for e in errs]
+    return WriteOutcome(errors, deleted.get("items", 0), deleted.get("vectors", 0))
 
 
 def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: list[int]) -> Handler:
-    """(errors by request index, items deleted)."""
+    """(errors by request index, documents deleted)."""
     try:
         res = yield io.coll(role).bulk_write([_model(requests[i]) for i in indexes], ordered=False)
     except BulkWriteError as exc:
@@ -207,7 +212,7 @@ def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: l
         if details.get("writeConcernErrors") or not details.get("writeErrors"):
             raise
         return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]], 0
-    return [], int(getattr(res, "deleted_count", 0) or 0) if role == "items" else 0
+    return [], int(getattr(res, "deleted_count", 0) or 0)
 
 
 def _create_indexes(io: IOBase, step: steps.CreateIndexes) -> Handler:

@@ -8,17 +8,20 @@ import concurrent.futures
 import time
 from collections.abc import Callable
 from types import GeneratorType
-from typing import Any
+from typing import Any, TypeVar
 
 from mongostore.core.plan import Plan
 from mongostore.core.steps import Step
 from mongostore.drivers import shared
 
+R = TypeVar("R")
 
-def run_sync(plan: Plan, io: SyncIO) -> Any:
+
+def run_sync(plan: Plan[R], io: SyncIO) -> R:
     """The plan's result, run inside one unit of work of the backend."""
     with io.backend.unit():
-        return io.resolve(plan)
+        result: R = io.resolve(plan)
+        return result
 
 
 def pump(gen: shared.Handler, answer: Callable[[Any], Any]) -> Any:

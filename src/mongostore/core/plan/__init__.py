@@ -7,6 +7,7 @@ from mongostore.core.plan.batch import *  # noqa: F403
 from mongostore.core.plan.context import *  # noqa: F403
 from mongostore.core.plan.paths import *  # noqa: F403
 from mongostore.core.plan.probe import *  # noqa: F403
+from mongostore.core.plan.purge import *  # noqa: F403
 from mongostore.core.plan.setup import *  # noqa: F403
 from mongostore.core.plan.status import *  # noqa: F403
 from mongostore.core.plan.validate import *  # noqa: F403

@@ -68,20 +68,21 @@ class BatchOutcome:
             raise WriteError([(ns, key, msg) for (ns, key), msg in self.failures.items()], self.stored)
 
 
-def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+def batch_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan[list[Result]]:
     """Run a LangGraph batch: results in op order, reads before writes, puts deduped."""
     outcome: BatchOutcome = yield from batch_outcome_plan(ops, ctx)
     outcome.raise_any()
     return outcome.results
 
 
-def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan:
+def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan[BatchOutcome]:
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
-    yield from query_phase(state)
+    yield from probe_phase(state)
     answers = yield from read_phase(state)
     answer_phase(state, answers)
     yield from embed_phase(state)
+    yield from search_read_phase(state)
     yield from rank_phase(state)
     outcome: BatchOutcome = yield from write_phase(state)
     return outcome
@@ -130,7 +131,7 @@ def indexed_texts(
     return texts
 
 
-def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
+def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan[dict[str, Any]]:
     """One embedding call, its answer checked before anything is written; returns ``{text: vector}``,
     each as the embedder gave it (puts pack it straight to float32, queries take plain floats)."""
     embedded = yield Embed(texts)
@@ -142,26 +143,21 @@ def embed_texts(texts: tuple[str, ...], index: IndexSettings) -> Plan:
     return dict(zip(texts, embedded, strict=True))
 
 
-def query_phase(state: BatchState) -> Plan:
-    """For semantic searches: the search path (one ``Probe``) and the queries' vectors (one ``Embed``,
-    first: their searches can then join the batch's other reads)."""
+def probe_phase(state: BatchState) -> Plan[None]:
+    """For semantic searches: the search path (one ``Probe``); an Atlas-only mode fails here, before any read."""
     index = state.index
     if not state.semantic or index is None:
         return None
     caps = yield Probe(index.index_name)
     state.caps, state.use_atlas = caps, caps.vector_search
-    path_for(index, caps, state.use_atlas)  # an Atlas-only mode fails here, before any read
-    if index.auto_embed is not None:  # automated embedding: Atlas embeds the query text
-        return None
-    vectors = yield from embed_texts(tuple(dict.fromkeys(str(s.op.query) for s in state.semantic)), index)
-    for s in state.semantic:
-        s.query_vector = np.asarray(vectors[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    path_for(index, caps, state.use_atlas)
     return None
 
 
-def read_phase(state: BatchState) -> Plan:
-    """Every read of the batch in one ``Parallel`` step; returns the answers, last read first. When
-    ``$vectorSearch`` refuses, the store ranks locally from then on and the reads are asked again."""
+def read_phase(state: BatchState) -> Plan[list[Any]]:
+    """Every read of the batch that needs no query vector, in one ``Parallel`` step; returns the answers,
+    last read first. When ``$vectorSearch`` refuses, the store ranks locally from then on and the reads
+    are asked again."""
     while True:
         reads = batch_reads(state)
         try:
@@ -175,9 +171,34 @@ def read_phase(state: BatchState) -> Plan:
     return answers
 
 
+def search_read_phase(state: BatchState) -> Plan[None]:
+    """The reads that need their query's vector (``$vectorSearch`` pages), in one ``Parallel`` step after
+    the batch's one embedding call; when ``$vectorSearch`` refuses, those searches rank locally."""
+    while True:
+        waiting = [s for s in state.semantic if s.n_reads == 0]
+        if not waiting:
+            return None
+        reads: list[list[Step]] = []
+        for s in waiting:
+            s.path = search_path(state)
+            reads.append(s.path.reads(s, state))
+        try:
+            answers = list((yield Parallel(tuple(r for rs in reads for r in rs))))
+        except Exception as exc:
+            if not state.use_atlas:
+                raise
+            yield from fall_back(state, exc)
+            continue
+        at = 0
+        for s, rs in zip(waiting, reads, strict=True):
+            s.first, s.n_reads = answers[at : at + len(rs)], len(rs)
+            at += len(rs)
+        return None
+
+
 def batch_reads(state: BatchState) -> list[Step]:
-    """Every read of a batch, in the order ``answer_phase`` consumes the answers: gets, searches,
-    listings, the puts' stored hashes."""
+    """Every read of a batch that needs no query vector, in the order ``answer_phase`` consumes the answers:
+    gets, searches, listings, the puts' stored hashes."""
     ctx = state.ctx
     cutoff = ctx.expiry_cutoff
     reads: list[Step] = []
@@ -193,6 +214,9 @@ def batch_reads(state: BatchState) -> list[Step]:
             reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
         else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
             s.path = search_path(state)
+            if s.path.needs_vector(state):  # after the embedding call: ``search_read_phase``
+                s.n_reads = 0
+                continue
             first = s.path.reads(s, state)
             s.n_reads = len(first)
             reads.extend(first)
@@ -229,7 +253,7 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
         if s.op.limit == 0:
             state.results[s.pos] = []
         elif s.semantic:
-            s.first = [answers.pop() for _ in range(s.n_reads)]
+            s.first = [answers.pop() for _ in range(s.n_reads)]  # none yet when it waits for its vector
         else:
             docs = answers.pop()
             state.results[s.pos] = [doc_to_search_item(d) for d in docs]
@@ -246,25 +270,31 @@ def answer_phase(state: BatchState, answers: list[Any]) -> None:
             state.stored.setdefault(doc["item_id"], {})[doc["text_hash"]] = doc
 
 
-def embed_phase(state: BatchState) -> Plan:
-    """One ``Embed`` call for the puts' texts not stored under the same hash (none with automated
-    embedding: Atlas embeds the stored texts at index time)."""
+def embed_phase(state: BatchState) -> Plan[None]:
+    """The batch's one ``Embed`` call: its semantic searches' queries and its puts' texts not stored under
+    the same hash, together (none with automated embedding: Atlas embeds queries and stored texts)."""
     index = state.index
     if index is None or index.auto_embed is not None:
         return None
-    to_embed: dict[str, None] = {}
+    queries = [str(s.op.query) for s in state.semantic]
+    to_embed: dict[str, None] = dict.fromkeys(queries)
+    changed: dict[str, None] = {}
     for p in state.puts.values():
         old = state.stored.get(p.id, {})
         for text, h in p.texts.values():
             if old.get(h, {}).get("embedding") is None:
-                to_embed.setdefault(text)
-    if to_embed:
-        embedded = yield from embed_texts(tuple(to_embed), index)
-        state.packed = {text: q.float32_vector(vec) for text, vec in embedded.items()}
+                changed.setdefault(text)
+    to_embed.update(changed)
+    if not to_embed:
+        return None
+    embedded = yield from embed_texts(tuple(to_embed), index)
+    for s in state.semantic:
+        s.query_vector = np.asarray(embedded[str(s.op.query)], dtype=np.float64).tolist()  # plain floats
+    state.packed = {text: q.float32_vector(embedded[text]) for text in changed}
     return None
 
 
-def rank_phase(state: BatchState) -> Plan:
+def rank_phase(state: BatchState) -> Plan[None]:
     """Rank and page each semantic search by its search path."""
     for s in state.semantic:
         docs_scores = yield from s.path.rank(s, state, s.first)
@@ -273,7 +303,7 @@ def rank_phase(state: BatchState) -> Plan:
     return None
 
 
-def write_phase(state: BatchState) -> Plan:
+def write_phase(state: BatchState) -> Plan[BatchOutcome]:
     """One ``Write``: TTL refreshes, then vectors, then items; returns the ``BatchOutcome`` (a failed
     write is reported in it). The time is read now, after the embedding call; each put gets its own
     millisecond, the last put "now", so newest-first lists a batch in op order.

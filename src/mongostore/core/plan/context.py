@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.store.base import GetOp, ListNamespacesOp, Result, SearchOp
 
@@ -18,7 +18,10 @@ from mongostore.core.steps import Capabilities, Step
 # Cursor batch size for reads whose every document is needed (the server caps a batch at 16 MiB).
 LARGE_BATCH = 100_000
 
-Plan = Generator[Step, Any, Any]
+R = TypeVar("R")
+
+#: A plan answering ``R``: it yields steps, is sent their answers, and returns its result.
+Plan = Generator[Step, Any, R]
 
 
 def write_clock() -> datetime:
@@ -80,7 +83,7 @@ class PendingSearch:
     semantic: bool
     query_vector: list[float] | None = None
     path: Any = None  # its ``plan.paths.SearchPath``, chosen when the batch's reads are built
-    n_reads: int = 0  # how many of the batch's reads are its path's
+    n_reads: int = 0  # how many of the batch's reads are its path's (0: waiting for its query vector)
     first: list[Any] = field(default_factory=list)  # their answers, in the order the path asked
 
 
@@ -94,7 +97,7 @@ class BatchState:
     searches: list[PendingSearch] = field(default_factory=list)
     listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
     puts: dict[tuple[tuple[str, ...], str], PendingPut] = field(default_factory=dict)
-    use_atlas: bool = False  # query_phase: the search path
+    use_atlas: bool = False  # probe_phase: the search path
     caps: Capabilities | None = None
     # item id -> {text hash: its stored vector document (_id, embedding)}
     stored: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)

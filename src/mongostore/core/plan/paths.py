@@ -24,6 +24,7 @@ from pymongo.errors import OperationFailure
 from mongostore.config import MAX_CANDIDATES, IndexSettings
 from mongostore.core import queries as q
 from mongostore.core import retrieval as r
+from mongostore.core import scoring
 from mongostore.core import vectors as _vectors
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.plan.context import LARGE_BATCH, BatchState, PendingSearch, Plan, PlanContext
@@ -44,12 +45,20 @@ QUERY_FEATURE_NOT_ALLOWED = 224
 _REFUSALS_LOGGED: set[str] = set()  # only for logging: each refusal is warned about once per process
 
 
+# A search's page: each item document with its score (None: an item without a valid vector).
+Page = list[tuple[dict[str, Any], float | None]]
+
+
 class SearchPath(Protocol):
+    def needs_vector(self, state: BatchState) -> bool:
+        """Do its reads need the query's vector (then they wait for the batch's embedding call)?"""
+        ...
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The reads this search joins the batch's reads with."""
         ...
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """The page, ``[(item document, score or None)]``, from the answers of ``reads``."""
         ...
 
@@ -64,7 +73,7 @@ def search_path(state: BatchState) -> SearchPath:
     return FUSION if index.hybrid is not None else LOCAL
 
 
-def fall_back(state: BatchState, exc: Exception) -> Plan:
+def fall_back(state: BatchState, exc: Exception) -> Plan[None]:
     """``$vectorSearch`` failed the reads: rank locally (``DisableVectorSearch``) or raise ``exc``."""
     index = state.index
     assert index is not None
@@ -158,34 +167,60 @@ def initial_k(op: SearchOp, index: IndexSettings) -> int:
 
 
 def _atlas_page(s: PendingSearch, ctx: PlanContext, index: IndexSettings, k: int) -> Step:
-    return Aggregate("vectors", r.atlas_pipeline(s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, k))
+    pipeline = r.atlas_pipeline(s.op, index, ctx.items_name, ctx.expiry_cutoff, s.query_vector, k, ctx.now)
+    return Aggregate("vectors", pipeline)
+
+
+def _recency_may_reach(index: IndexSettings, facet: dict[str, Any], ranked: list[tuple[Any, float]]) -> bool:
+    """With recency, could an item not among the hits still enter the page? Its similarity is at most the
+    lowest hit's, its age part at most 1: ``(1 - W) * floor + W`` against the page's last blended score."""
+    if index.recency is None or not facet["floor"] or not ranked:
+        return False
+    similarity = index.similarity if index.hybrid is None and index.rerank is None else None
+    floor = q.similarity_of(float(facet["floor"][0]["s"]), similarity)
+    ceiling = (1 - index.recency.weight) * floor + index.recency.weight
+    return ranked[-1][1] < ceiling
 
 
 class _Atlas:
+    def needs_vector(self, state: BatchState) -> bool:
+        return state.index is not None and state.index.auto_embed is None  # else Atlas embeds the query
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         assert state.index is not None
         return [_atlas_page(s, state.ctx, state.index, initial_k(s.op, state.index))]
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Page through Atlas's answers, each page entry with its item (``q.page_rows``).
 
         When a page comes back short while more candidates exist, ask again with four times
-        more, unless the mode fixes the candidate set (fusion, reranking). Once every scored
-        item was seen, the page is filled with the items that have no valid vector.
+        more, unless the mode fixes the candidate set (fusion, reranking); with recency, also
+        while an item beyond the hits could still blend into the page. Once every scored item
+        was seen, the page is filled with the items that have no valid vector.
+
+        Fewer hits than asked means every candidate was seen, except behind ``mongos``: there each
+        shard's mongot answers its own top ``k`` and the shard's ``idLookup`` drops orphans (copies
+        a chunk migration left behind) without topping up, so a short answer may hide more. There a
+        short page asks again (four times more) until asking for more brings no more hits, or up to
+        ``MAX_CANDIDATES``: one more aggregate when the candidates really are exhausted.
         """
         op, ctx, index = s.op, state.ctx, state.index
         assert index is not None
         fixed = index.hybrid is not None or index.rerank is not None
+        sharded = state.caps is not None and state.caps.sharded
         k = initial_k(op, index)
         out = first[0]
+        before = -1  # hits of the previous, smaller ask (behind mongos)
         while True:
             facet, docs = q.page_rows(out)
             hits = facet["hits"][0]["n"] if facet["hits"] else 0
             scored = facet["scored"][0]["n"] if facet["scored"] else 0
             ranked = [(d["_id"], float(d["score"])) for d in facet["page"]]
-            exhausted = fixed or hits < k
-            if len(ranked) >= op.limit or exhausted or k >= MAX_CANDIDATES:
+            exhausted = fixed or (hits < k and (not sharded or hits <= before or k >= MAX_CANDIDATES))
+            full = len(ranked) >= op.limit and not _recency_may_reach(index, facet, ranked)
+            if full or exhausted or k >= MAX_CANDIDATES:
                 break
+            before = hits
             k = min(MAX_CANDIDATES, k * 4)
             out = yield _atlas_page(s, ctx, index, k)
         page: list[tuple[dict[str, Any], float | None]] = [(docs[iid], score) for iid, score in ranked if iid in docs]
@@ -198,18 +233,24 @@ class _Atlas:
 
 
 class _Local:
+    def needs_vector(self, state: BatchState) -> bool:
+        return False  # the candidates are read as they are, ranked after the embedding call
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The candidate items (ids and listed hashes only: each field costs decoding per item)
         and, unless the store's vector cache holds the prefix, every vector under it."""
         op, ctx = s.op, state.ctx
         filt = q.search_filter(op.namespace_prefix, op.filter, ctx.expiry_cutoff, ctx.ranges)
-        reads: list[Step] = [Find("items", filt, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH)]
+        fields = {"_id": 1, "vectors": 1}
+        if state.index is not None and state.index.recency is not None:
+            fields["updated_at"] = 1  # every candidate's age: the blend may raise any of them
+        reads: list[Step] = [Find("items", filt, fields, batch_size=LARGE_BATCH)]
         if ctx.vector_cache is None or not ctx.vector_cache.covers(namespace_path(op.namespace_prefix)):
             under = q.vector_candidates_filter(op.namespace_prefix, ctx.expiry_cutoff, ctx.ranges)
             reads.append(Find("vectors", under, VECTOR_PROJECTION, batch_size=LARGE_BATCH))
         return reads
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Exact ranking: every valid vector under the prefix, best per item, then unscored items.
 
         Vectors the cache lacks are fetched; the page's items are read with (same trip) a check
@@ -227,11 +268,25 @@ class _Local:
             cache.mark_loaded(namespace_path(op.namespace_prefix))
         offset, limit = op.offset, op.limit
         end = offset + limit
-        ranking = cache.rank(s.query_vector, items, index.similarity, end)
+
+        def rank(gone: frozenset[tuple[str, str]] = frozenset()) -> _vectors.Ranking:
+            """The best ``end`` items; with recency every scored item, blended with its age and sorted again."""
+            recency = index.recency
+            assert s.query_vector is not None and index is not None
+            if recency is None:
+                return cache.rank(s.query_vector, items, index.similarity, end, gone)
+            ranking = cache.rank(s.query_vector, items, index.similarity, len(items), gone)
+            rows = {row[0]: row for row in ranking.scored}
+            updated = {d["_id"]: d.get("updated_at") for d in items}
+            blended = scoring.by_recency(((iid, row[1]) for iid, row in rows.items()), updated, ctx.now, recency)
+            scored = [(iid, score, rows[iid][2], rows[iid][3]) for iid, score in blended[:end]]
+            return dataclasses.replace(ranking, scored=scored)
+
+        ranking = rank()
         if ranking.missing:
             missing = q.all_of([{"item_id": {"$in": ranking.missing}}, q.not_expired(cutoff)])
             cache.add_documents((yield Find("vectors", missing, VECTOR_PROJECTION, batch_size=LARGE_BATCH)))
-            ranking = cache.rank(s.query_vector, items, index.similarity, end)
+            ranking = rank()
         gone: frozenset[tuple[str, str]] = frozenset()
         while True:
             page = ranking.scored[offset:end]
@@ -262,7 +317,7 @@ class _Local:
             # Held rows outlived their vector documents: drop them; their items rank again without them.
             cache.drop(lost)
             gone = gone | frozenset(lost)
-            ranking = cache.rank(s.query_vector, items, index.similarity, end, gone)
+            ranking = rank(gone)
         docs = {d["_id"]: d for d in answers[0]} if page else {}
         out: list[tuple[dict[str, Any], float | None]] = [(docs[i], score) for i, score, _, _ in page if i in docs]
         if len(page) < limit and ranking.n_unscored:
@@ -271,6 +326,9 @@ class _Local:
 
 
 class _Fusion:
+    def needs_vector(self, state: BatchState) -> bool:
+        return False
+
     def reads(self, s: PendingSearch, state: BatchState) -> list[Step]:
         """The candidate items, and the texts in scope: those the Atlas rankings see (the prefix and the pre-filterable
         conditions), expired or stale ones included (they are dropped after)."""
@@ -285,7 +343,7 @@ class _Fusion:
             Find("vectors", scope, {**VECTOR_PROJECTION, "_id": 1, r.TEXT_PATH: 1}),
         ]
 
-    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan:
+    def rank(self, s: PendingSearch, state: BatchState, first: list[Any]) -> Plan[Page]:
         """Both rankings over the texts in scope, fused (``retrieval.local_fusion``), best per
         item; the vectors are scored by the store's ``VectorCache``, as on the local path."""
         op, ctx, index = s.op, state.ctx, state.index
@@ -309,7 +367,12 @@ class _Fusion:
         # document): unscored, newest first, as on the Atlas path (queries.unscored_pipeline).
         backed = {v["item_id"] for v in vecs if v["text_hash"] in valid.get(v["item_id"], ())}
         unscored = _vectors.newest_first([d for d in items if d["_id"] not in backed])
-        ranked = [*sorted(best.items(), key=lambda kv: (-kv[1], kv[0])), *((d["_id"], None) for d in unscored)]
+        if index.recency is not None:
+            updated = {d["_id"]: d.get("updated_at") for d in items}
+            fused_order = scoring.by_recency(best.items(), updated, ctx.now, index.recency)
+        else:
+            fused_order = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))
+        ranked = [*fused_order, *((d["_id"], None) for d in unscored)]
         page = ranked[op.offset : op.offset + op.limit]
         if not page:
             return []

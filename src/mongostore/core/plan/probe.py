@@ -66,7 +66,7 @@ def no_search_reason(exc: BaseException, emulated: bool = True) -> str | None:
     return None
 
 
-def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = False) -> Plan:
+def server_probe_plan(*, emulated: bool, has_client_bulk: bool, local: bool = False) -> Plan[Capabilities]:
     """Server version and client-level bulk_write: ``buildInfo`` and ``hello`` only.
 
     What writes need; it never asks about search, so puts and deletes work while
@@ -99,7 +99,7 @@ def search_probe_plan(
     mode: VectorSearchMode,
     index_name: str,
     previous: Capabilities | None = None,
-) -> Plan:
+) -> Plan[Capabilities]:
     """Whether semantic searches use ``$vectorSearch`` now: the server has search and
     the index exists and is queryable (a missing index answers every query with nothing).
 

@@ -88,7 +88,7 @@ def _recreate_advice(name: str) -> str:
     )
 
 
-def setup_plan(index: IndexSettings | None) -> Plan:
+def setup_plan(index: IndexSettings | None) -> Plan[None]:
     """Create B-tree and TTL indexes, and the vector index when the server has search.
 
     Behind mongos (``Capabilities.sharded``) it first refuses a shard key the store cannot target (``cluster_checks``),
@@ -132,7 +132,7 @@ def setup_plan(index: IndexSettings | None) -> Plan:
     return None
 
 
-def shard_verdicts(with_vectors: bool) -> Plan:
+def shard_verdicts(with_vectors: bool) -> Plan[dict[q.Role, tuple[Any, str, str]]]:
     """``{role: (key, verdict, advice)}`` of the store's collections, from ``config.collections``."""
     keys = yield ShardKeys()
     return {
@@ -140,12 +140,12 @@ def shard_verdicts(with_vectors: bool) -> Plan:
     }
 
 
-def cluster_checks(with_vectors: bool) -> Plan:
+def cluster_checks(with_vectors: bool) -> Plan[dict[q.Role, tuple[Any, str, str]]]:
     """Behind mongos: refuse a shard key the store cannot target, with the command that fixes
     it; log the others' verdicts. Returns ``shard_verdicts``, or ``{}`` (with a warning) for a
     cluster whose catalog cannot be read (no privilege on ``config``)."""
     try:
-        verdicts: dict[str, tuple[Any, str, str]] = yield from shard_verdicts(with_vectors)
+        verdicts: dict[q.Role, tuple[Any, str, str]] = yield from shard_verdicts(with_vectors)
     except OperationFailure as exc:
         logger.warning("could not read the shard keys from config.collections (%s): not checked", exc)
         return {}
@@ -156,7 +156,7 @@ def cluster_checks(with_vectors: bool) -> Plan:
     return verdicts
 
 
-def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
+def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan[dict[str, dict[str, Any]]]:
     """``shard_collections()``, behind mongos: shard the unsharded collections on the recommended keys
     (or hashed ones); returns ``{role: key}`` of those it sharded. Run ``setup()`` first: the ranged
     vectors key needs the ``item_id`` index it creates."""
@@ -175,23 +175,52 @@ def shard_plan(with_vectors: bool, hashed: bool = False) -> Plan:
     for role, (_key, verdict, _advice) in verdicts.items():
         if verdict != "unsharded":
             continue
-        key = {q.KEY_FIELD[role]: "hashed" if hashed else 1}
+        field = q.KEY_FIELD[role]
+        key = {field: "hashed" if hashed else 1}
+        if hashed:  # mongod refuses to hash a collection that holds documents without this index (code 72)
+            yield from _ensure_index(role, q.hashed_index(field))
         try:
             yield ShardCollection(role, key)
         except OperationFailure as exc:
             if exc.code not in CANNOT_SHARD_CODES:
                 raise
             raise ConfigurationError(
-                f"could not shard the {role} collection on {key}: {exc}. A store set up before on a replica set "
-                "has a unique path_key: drop it (db.<items>.dropIndex('path_key')), run setup() through mongos, "
-                "then shard_collections() again (docs/scaling.md)"
+                f"could not shard the {role} collection on {key}: {exc}. {_shard_advice(exc)}"
             ) from exc
         logger.info("sharded the %s collection on %s", role, key)
         done[role] = key
     return done
 
 
-def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
+def _shard_advice(exc: OperationFailure) -> str:
+    """What to do about a ``shardCollection`` refused with code 72 (InvalidOptions), from its message:
+    an incompatible unique index (the unique ``path_key`` of a store set up on a replica set), or no
+    index that supports the key (``shard_key_util.cpp`` words both; the others are said as they are)."""
+    message = str((exc.details or {}).get("errmsg") or exc)
+    if "unique index" in message or "Uniqueness" in message:
+        return (
+            "A store set up before on a replica set has a unique path_key: drop it "
+            "(db.<items>.dropIndex('path_key')), run setup() through mongos, then shard_collections() again "
+            "(docs/scaling.md)"
+        )
+    if "create an index" in message:
+        return (
+            "The collection holds documents and has no index that supports the key: run setup() first (it "
+            "creates the item_id index), or create the key's index, then shard_collections() again (docs/scaling.md)"
+        )
+    return "See docs/scaling.md for the commands to run by hand"
+
+
+def _ensure_index(role: q.Role, spec: q.IndexSpec) -> Plan[None]:
+    """Create one index; an equivalent one under another name (85/86) is as good."""
+    try:
+        yield CreateIndexes(role, (spec,))
+    except OperationFailure as exc:
+        if exc.code not in INDEX_CONFLICT_CODES:
+            raise
+
+
+def _path_key_on_cluster(spec: q.IndexSpec) -> Plan[None]:
     """``path_key`` behind mongos: non-unique. A unique one from before (possible only while the
     items collection is unsharded) is left, with the migration in the log."""
     try:
@@ -209,7 +238,7 @@ def _path_key_on_cluster(spec: q.IndexSpec) -> Plan:
         )
 
 
-def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) -> Plan:
+def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) -> Plan[bool]:
     """When ``exc`` says the server has no search (never with ``vector_search='atlas'``): searches
     rank locally, a mode that cannot fails here. Returns whether it did (else the caller raises)."""
     why = None if index.vector_search == "atlas" else no_search_reason(exc, server.emulated)
@@ -223,7 +252,7 @@ def _rank_locally(exc: Exception, index: IndexSettings, server: Capabilities) ->
 
 def _create_or_update(
     index: IndexSettings, latest: dict[str, Any] | None, wanted: dict[str, Any], server: Capabilities
-) -> Plan:
+) -> Plan[bool]:
     """Create the vector index (``latest`` None), or update it when its definition changed;
     False when the server turned out to have no search (searches rank locally)."""
     if latest is not None and _definition_key(latest) == _definition_key(wanted):
@@ -259,7 +288,7 @@ def _create_or_update(
     return True
 
 
-def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan:
+def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan[None]:
     """On a server with search: refuse reranking before 8.3; create (or update) the hybrid mode's ``$search`` index
     next to the vector index and wait until it is ``READY`` (before 8.0 hybrid searches fuse locally)."""
     if index.rerank is not None:
@@ -290,7 +319,7 @@ def _mode_checks(index: IndexSettings, server: Capabilities) -> Plan:
     yield from wait_until_ready(hybrid.index_name, "search index", lambda d: d == wanted, index.setup_timeout)
 
 
-def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan:
+def wait_until_ready(name: str, what: str, matches: Callable[[dict[str, Any]], bool], timeout: float) -> Plan[None]:
     """Poll a search index until it is ``READY`` on the wanted definition (``matches``), for at most
     ``timeout`` seconds: during a rebuild mongot reports ``queryable: true`` and the new
     ``latestDefinition`` while the old one still serves, so only ``READY`` counts."""
@@ -356,7 +385,7 @@ def _per_item(
     docs: list[dict[str, Any]],
     build: Callable[[str, dict[str, Any], list[dict[str, Any]]], list[q.WriteRequest]],
     what: str,
-) -> Plan:
+) -> Plan[int]:
     """Vector documents grouped by item; for each chunk of items, read their values and write what ``build(item id,
     value, its vector documents)`` asks (items gone are skipped). Returns how many documents were updated."""
     by_item: dict[str, list[dict[str, Any]]] = {}
@@ -380,7 +409,7 @@ def _per_item(
     return done
 
 
-def backfill_texts(index: IndexSettings) -> Plan:
+def backfill_texts(index: IndexSettings) -> Plan[int]:
     """Give vector documents without ``text`` the text their hash was made from, when a mode reads it
     (``stores_text``); returns how many were updated. Each update is conditional on the document still
     having no text and the same hash, so a put racing it wins."""
@@ -415,7 +444,7 @@ def backfill_texts(index: IndexSettings) -> Plan:
     return done
 
 
-def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan:
+def backfill_filter_fields(index: IndexSettings, added: Sequence[str]) -> Plan[int]:
     """Once filter fields were ``added``, rewrite every vector document's ``value`` (its copies of the
     declared filter fields) that differs from what a put would write now; returns how many were."""
     if not added:

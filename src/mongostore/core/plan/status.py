@@ -29,7 +29,7 @@ from mongostore.core.steps import (
 from mongostore.errors import WriteError
 
 
-def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") -> Plan:
+def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") -> Plan[int]:
     """Delete expired items and vectors (for servers or emulated engines with no TTL monitor), and the
     vector documents no item lists that were not written for ``VECTOR_GRACE`` (every server: no TTL
     index can tell them, docs/decisions.md "Issue 34"); returns the number of items deleted."""
@@ -49,13 +49,16 @@ def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") ->
     return outcome.deleted
 
 
-def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan:
+def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan[list[dict[str, Any]]]:
     """The vector documents no item lists (``_id``, ``item_id``), written at or before ``cutoff``
     (None: whenever): ``q.stale_vectors_pipeline`` on a server; on an engine in this process two
     plain reads of what its indexes hold (the age is left to the caller's delete filter)."""
     caps: Capabilities = yield ServerInfo()
     if not caps.emulated:
-        return (yield Aggregate("vectors", q.stale_vectors_pipeline(items_collection, cutoff), LARGE_BATCH))
+        found: list[dict[str, Any]] = yield Aggregate(
+            "vectors", q.stale_vectors_pipeline(items_collection, cutoff), LARGE_BATCH
+        )
+        return found
     items, vectors = yield Parallel(
         (
             Find("items", {"vectors": {"$exists": True}}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
@@ -65,7 +68,9 @@ def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan:
     return q.unlisted_vectors(items, vectors)
 
 
-def status_plan(index: IndexSettings | None, vectors_collection: str, items_collection: str = "") -> Plan:
+def status_plan(
+    index: IndexSettings | None, vectors_collection: str, items_collection: str = ""
+) -> Plan[dict[str, Any]]:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
     ``items_missing_vectors``: items listing text hashes without a vector document
@@ -127,7 +132,7 @@ def status_plan(index: IndexSettings | None, vectors_collection: str, items_coll
     }
 
 
-def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan:
+def aggregate_plan(pipeline: list[dict[str, Any]]) -> Plan[list[dict[str, Any]]]:
     """The pipeline's output documents, with ints as ints (``plain_value``) on every backend."""
     docs = yield Aggregate("items", pipeline)
     return [plain_value(doc) for doc in docs]

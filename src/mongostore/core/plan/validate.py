@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import bson
@@ -32,6 +33,41 @@ from mongostore.core.codec import (
 from mongostore.errors import InvalidFilterError, InvalidValueError
 
 
+def check_put_namespace(namespace: tuple[str, ...]) -> None:
+    """``put()``'s rules (LangGraph's): not empty, not rooted at ``"langgraph"``, and the labels'."""
+    if not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    check_labels(namespace)
+    if namespace[0] == "langgraph":
+        raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+
+
+def dedupe_ops(ops: Sequence[Op]) -> tuple[list[int], list[Op]]:
+    """The ops of one coalesced batch, as LangGraph's batching dedupes them: identical reads run once,
+    a later put or delete of the same item replaces an earlier one (last write wins). Returns, for each
+    op given, the position of the op that answers it, and the ops to run."""
+    run: list[Op] = []
+    answer: list[int] = []
+    writes: dict[tuple[tuple[str, ...], str], int] = {}
+    reads: dict[tuple[type, Op], int] = {}  # by type too: ops are tuples, equal to others of equal fields
+    for op in ops:
+        if isinstance(op, PutOp):
+            at = writes.setdefault((op.namespace, op.key), len(run))
+            if at == len(run):
+                run.append(op)
+            else:
+                run[at] = op
+        else:
+            try:
+                at = reads.setdefault((type(op), op), len(run))
+            except TypeError:  # a filter holding a dict or a list: compared, not hashed
+                at = next((i for i, seen in enumerate(run) if type(seen) is type(op) and seen == op), len(run))
+            if at == len(run):
+                run.append(op)
+        answer.append(at)
+    return answer, run
+
+
 def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
     for name in ("limit", "offset"):
         v = getattr(op, name)
@@ -39,7 +75,7 @@ def _check_paging(op: SearchOp | ListNamespacesOp) -> None:
             raise ValueError(f"{type(op).__name__}.{name} must be a non-negative int, got {v!r}")
 
 
-def _check_labels(namespace: tuple[str, ...]) -> None:
+def check_labels(namespace: tuple[str, ...]) -> None:
     """LangGraph's label rules and ours (UTF-8); a namespace that passed once is remembered."""
     try:
         _labels_ok(namespace)
@@ -105,7 +141,7 @@ def check_op(op: Op) -> Op:
     if isinstance(op, (GetOp, PutOp)):
         ns = as_namespace(op.namespace)
         op = op if ns is op.namespace else op._replace(namespace=ns)
-        _check_labels(ns)  # (LangGraph's validate_op_namespace included)
+        check_labels(ns)  # (LangGraph's validate_op_namespace included)
         _check_key(ns, op.key)
     if isinstance(op, PutOp):
         # Labels only: "non-empty, not rooted at 'langgraph'" is put()'s rule, not the op's (LangGraph
@@ -125,7 +161,7 @@ def check_op(op: Op) -> Op:
         ns = as_namespace(op.namespace_prefix, "namespace prefix")
         op = op if ns is op.namespace_prefix else op._replace(namespace_prefix=ns)
         if ns:
-            _check_labels(ns)
+            check_labels(ns)
         _check_paging(op)
         q.value_filter(op.filter)
     elif isinstance(op, ListNamespacesOp):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class IndexSpec:
-    keys: tuple[tuple[str, int], ...]
+    keys: tuple[tuple[str, int | str], ...]  # 1 / -1, or "hashed"
     name: str
     unique: bool = False
     expire_after_seconds: int | None = None
@@ -21,6 +21,12 @@ def item_indexes(sharded: bool = False) -> list[IndexSpec]:
         IndexSpec((("path", 1), ("updated_at", -1)), "path_updated_at"),
         IndexSpec((("expires_at", 1),), "expires_at_ttl", expire_after_seconds=0),
     ]
+
+
+def hashed_index(field: str) -> IndexSpec:
+    """The ``{field: "hashed"}`` index ``shardCollection`` needs before it hashes a collection that holds documents
+    (on an empty one it creates it itself; code 72 otherwise, ``shard_key_util.cpp``). Named as mongod names it."""
+    return IndexSpec(((field, "hashed"),), f"{field}_hashed")
 
 
 def vector_indexes() -> list[IndexSpec]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from mongostore.config import RecencySettings
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, all_of, not_expired, search_filter, value_filter
 from mongostore.core.queries.sharding import shard_range_filter
 from mongostore.core.queries.writes import float32_vector
+from mongostore.core.scoring import blend_expression
 
 
 def vector_prefilter(
@@ -160,8 +163,14 @@ def scored_page_stages(
     offset: int,
     limit: int,
     now: datetime | None,
+    recency: tuple[RecencySettings, datetime] | None = None,
 ) -> list[dict[str, Any]]:
     """Everything after the search stage(s) of an Atlas page (every mode): ids and scores.
+
+    ``recency``: the settings and the read time; each item's score is then blended with its age
+    (``scoring.blend_expression``) before the page is sorted, and ``floor`` holds the lowest hit's
+    raw score (what an item not among the hits could at most have: ``_Atlas.rank`` asks again when
+    such an item could still reach the page).
 
     The score: ``vectorSearchScore`` converted back to the index's ``similarity`` (cosine / dotProduct ``(1 + s) / 2``
     -> ``s``, euclidean ``1 / (1 + d^2)`` -> ``-d``), or (None) the fused or reranked ``score`` as it is. ``$facet``:
@@ -178,13 +187,16 @@ def scored_page_stages(
         final = {"$subtract": [{"$multiply": [2, "$score"]}, 1]}
         if similarity == "euclidean":
             final = {"$multiply": [-1, {"$sqrt": {"$subtract": [{"$divide": [1, "$score"]}, 1]}}]}
+    group: dict[str, Any] = {"_id": "$item_id", "score": {"$max": "$score"}}  # its best vector's
+    if recency is not None:  # and its age (the blend rises with the score: the best vector's is the best)
+        group["updated_at"] = {"$first": "$item.updated_at"}
     # $in needs an array: an item without `vectors` (index=False) has no valid vector.
     listed = {"$expr": {"$in": ["$text_hash", {"$ifNull": ["$item.vectors", []]}]}}
     unexpired = {"item.expires_at": {"$not": {"$lte": now}}} if now is not None else {}
     valid: list[dict[str, Any]] = [
         {"$unwind": "$item"},
         {"$match": all_of([listed, value_filter(post_filter, base="item.value"), unexpired])},
-        {"$group": {"_id": "$item_id", "score": {"$max": "$score"}}},
+        {"$group": group},
     ]
     page: list[dict[str, Any]] = [
         *valid,
@@ -197,15 +209,38 @@ def scored_page_stages(
     if now is not None:
         kept["item.expires_at"] = 1
     kept.update({f"item.value.{name}": 1 for name in filter_field_names(post_filter)})
+    facet: dict[str, Any] = {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}
+    if recency is not None:
+        settings, read_time = recency
+        kept["item.updated_at"] = 1
+        blended = blend_expression("$score" if similarity is None else final, "$updated_at", read_time, settings)
+        facet["page"] = [
+            *valid,
+            {"$project": {"_id": 1, "score": blended}},
+            {"$sort": {"score": -1, "_id": 1}},
+            {"$skip": offset},
+            {"$limit": limit},
+        ]
+        facet["floor"] = [{"$group": {"_id": None, "s": {"$min": "$score"}}}]
     return [
         {"$project": {"_id": 0, "item_id": 1, "text_hash": 1, "score": score}},
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "item"}},
         {"$project": kept},
-        {"$facet": {"hits": [{"$count": "n"}], "scored": [*valid, {"$count": "n"}], "page": page}},
+        {"$facet": facet},
         {"$unwind": {"path": "$page", "preserveNullAndEmptyArrays": True}},
         {"$lookup": {"from": items_collection, "localField": "page._id", "foreignField": "_id", "as": "item"}},
-        {"$project": {"_id": 0, "hits": 1, "scored": 1, "page": 1, **_ITEM_FIELDS}},
+        {"$project": {"_id": 0, "hits": 1, "scored": 1, "page": 1, "floor": 1, **_ITEM_FIELDS}},
     ]
+
+
+def similarity_of(raw: float, similarity: str | None) -> float:
+    """A raw ``vectorSearchScore`` as the index's similarity (``scored_page_stages``' conversion, in
+    Python); a fused or reranked score (``similarity`` None) as it is."""
+    if similarity is None:
+        return raw
+    if similarity == "euclidean":
+        return -math.sqrt(max(0.0, 1 / raw - 1)) if raw > 0 else -math.inf
+    return 2 * raw - 1
 
 
 # The stored fields of a page's items, as ``ITEM_PROJECTION`` keeps them, under ``item``.
@@ -216,10 +251,12 @@ def page_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[s
     """The answer of ``scored_page_stages``: the ``$facet`` and the page's items by id (an
     item deleted meanwhile is absent). No rows at all reads as an empty facet."""
     if not rows:
-        return {"hits": [], "scored": [], "page": []}, {}
+        return {"hits": [], "scored": [], "page": [], "floor": []}, {}
     page = [r["page"] for r in rows if r.get("page")]
     items = {r["page"]["_id"]: r["item"][0] for r in rows if r.get("page") and r.get("item")}
-    return {"hits": rows[0].get("hits") or [], "scored": rows[0].get("scored") or [], "page": page}, items
+    first = rows[0]
+    facet = {"hits": first.get("hits") or [], "scored": first.get("scored") or [], "page": page}
+    return {**facet, "floor": first.get("floor") or []}, items
 
 
 def filter_field_names(filter: Mapping[str, Any] | None) -> list[str]:

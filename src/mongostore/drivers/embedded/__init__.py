@@ -3,7 +3,8 @@
 ``MongoStore.local()`` / ``AsyncMongoStore.local()`` and the CLI without ``--uri`` run on the local store:
 ``paths`` (where it lives), ``sqlite`` (``LocalDB``: one database in one SQLite file, its connections and
 transactions), ``sqlquery`` (MongoDB filters, sorts and projections as SQL), ``collection`` (pymongo-shaped
-handles on it), ``asyncwrap`` (their async face, and mongomock's), ``stores`` (the engines a store is built on).
+handles on it), ``changelog`` (their change streams, read from the file's change log), ``asyncwrap`` (their
+async face, and mongomock's), ``stores`` (the engines a store is built on).
 """
 
 from mongostore.drivers.embedded.asyncwrap import AsyncCollection

@@ -34,7 +34,7 @@ from pymongo.results import BulkWriteResult, DeleteResult, InsertManyResult, Ins
 
 from mongostore.drivers.backend import Backend
 from mongostore.drivers.embedded import sqlquery as sq
-from mongostore.drivers.embedded.sqlite import LocalDB, Table, _Thread, count_nonplain
+from mongostore.drivers.embedded.sqlite import LocalDB, Table, _Thread, count_nonplain, log_change
 
 CODEC: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=True, tzinfo=timezone.utc)
 #: The methods that return a cursor (the async face wraps them).
@@ -385,13 +385,20 @@ class LocalCursor(_Deferred):
 class LocalCollection:
     """A pymongo-``Collection``-shaped handle on one collection of a :class:`LocalDB`. ``include``: top-level
     fields to keep in each row's ``inc`` too, from this handle's first write on (``find`` with a projection of
-    only these and ``_id`` then reads no document: the store's items list their vectors' hashes there)."""
+    only these and ``_id`` then reads no document: the store's items list their vectors' hashes there).
+    ``columns``: fields to keep in columns without an index (what an aggregation groups by or compares in
+    SQL, as indexed fields are)."""
 
-    def __init__(self, engine: LocalDB, name: str, include: Sequence[str] = ()) -> None:
+    def __init__(self, engine: LocalDB, name: str, include: Sequence[str] = (), columns: Sequence[str] = ()) -> None:
         self.engine = engine
         self.name = name
         self.full_name = f"{engine.db_name}.{name}"
         self.include = tuple(include)
+        self.columns = tuple(columns)
+
+    def _laid_out(self, table: Table) -> bool:
+        """Does the table keep what this handle asks (its ``include`` fields and ``columns``)?"""
+        return set(self.include) <= set(table.include) and set(self.columns) <= set(table.columns)
 
     @property
     def database(self) -> LocalDatabase:
@@ -416,8 +423,10 @@ class LocalCollection:
         table = self.engine.tables(state).get(self.name)
         if table is None and create:
             table = _create_table(state, self.engine, self.name, self.include)
-        elif table is not None and create and not set(self.include) <= set(table.include):
-            table = _include(state, self.engine, table, self.include)
+        if table is not None and create and not self._laid_out(table):
+            if not set(self.include) <= set(table.include):
+                table = _include(state, self.engine, table, self.include)
+            table = self._add_columns(state, table, self.columns)
         return table
 
     # ------------------------------------------------------------------ reads
@@ -616,25 +625,40 @@ class LocalCollection:
         filt: dict[str, Any] = matches[0] if len(matches) == 1 else ({"$and": matches} if matches else {})
         with self.engine.reading() as state:
             table = self._table(state)
-            sort: list[tuple[str, Any]] | None = None
-            skip = limit = 0
-            if table is not None and stages and list(stages[0]) == ["$sort"]:
-                candidate = list(stages[0]["$sort"].items())
-                if sq.order_by(candidate, table.usable) is not None:
-                    sort = candidate
-                    stages.pop(0)
-                    if stages and list(stages[0]) == ["$skip"]:
-                        skip = int(stages.pop(0)["$skip"])
-                    if stages and list(stages[0]) == ["$limit"]:
-                        limit = int(stages.pop(0)["$limit"])
-            grouped = self._grouped(state, table, filt, stages) if table is not None and sort is None else None
-            if grouped is not None:
-                docs, stages = grouped, stages[1:]
-            else:
-                docs = [d for d, _, _ in self._scan(state, table, filt, sort, skip, limit)] if table is not None else []
-            if not stages:
-                return docs
-            return list(_pipeline(docs, self.database, stages, None))
+            if table is None:
+                return list(_pipeline([], self.database, stages, None)) if stages else []
+            return self._stages(state, table, filt, stages)
+
+    def _stages(
+        self, state: _Thread, table: Table, filt: Mapping[str, Any], stages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The documents matching ``filt`` through ``stages``: a leading ``$sort`` (``$skip``, ``$limit``)
+        on usable columns or a first ``$group`` ``group_sql`` answers run in SQL, a leading ``$facet`` runs
+        each of its pipelines so, and mongomock runs what remains."""
+        sort: list[tuple[str, Any]] | None = None
+        skip = limit = 0
+        docs: list[dict[str, Any]] | None = None
+        if stages and list(stages[0]) == ["$sort"]:
+            candidate = list(stages[0]["$sort"].items())
+            if sq.order_by(candidate, table.usable) is not None:
+                sort = candidate
+                stages = stages[1:]
+                if stages and list(stages[0]) == ["$skip"]:
+                    skip, stages = int(stages[0]["$skip"]), stages[1:]
+                if stages and list(stages[0]) == ["$limit"]:
+                    limit, stages = int(stages[0]["$limit"]), stages[1:]
+        elif stages and list(stages[0]) == ["$facet"] and isinstance(stages[0]["$facet"], Mapping):
+            facets = stages[0]["$facet"]
+            if all(isinstance(sub, list) and sub for sub in facets.values()):
+                docs = [{name: self._stages(state, table, filt, list(map(dict, sub))) for name, sub in facets.items()}]
+                stages = stages[1:]
+        else:
+            docs = self._grouped(state, table, filt, stages)
+            if docs is not None:
+                stages = stages[1:]
+        if docs is None:
+            docs = [d for d, _, _ in self._scan(state, table, filt, sort, skip, limit)]
+        return list(_pipeline(docs, self.database, stages, None)) if stages else docs
 
     def _grouped(
         self, state: _Thread, table: Table, filt: Mapping[str, Any], stages: Sequence[Mapping[str, Any]]
@@ -645,18 +669,24 @@ class LocalCollection:
             return None
         t = sq.translate(filt, table.usable)
         group = sq.group_sql(stages[0]["$group"], table.usable)
-        if t.residual is not None or group is None:
+        if group is None:
+            return self._counted(state, table, filt, stages[0]["$group"])
+        if t.residual is not None:
             return None
         for col in group.bare:  # a missing field compares unlike null: SQL answers only where none is missing
             missing = f'SELECT 1 FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL LIMIT 1'
             if state.conn.execute(missing, t.params).fetchone():
                 return None
-        key = [f'"{group.by}"'] if group.by else []
+        key = [group.by] if group.by else []
         sql = f'SELECT {", ".join([*key, *group.select, "count(*)"])} FROM "{table.tbl}" WHERE {t.where}'
         if group.by:
-            sql += f' GROUP BY "{group.by}"'
+            sql += " GROUP BY 1"
         out = []
-        for row in state.conn.execute(sql, [*group.params, *t.params]):
+        try:
+            rows = state.conn.execute(sql, [*group.key_params, *group.params, *t.params]).fetchall()
+        except sqlite3.OperationalError:  # mongo_date_string met what it does not answer: mongomock decides
+            return None
+        for row in rows:
             if not row[-1]:
                 continue  # no document, no group (MongoDB answers nothing for _id: null over no documents)
             values = list(row[len(key) : -1])
@@ -664,6 +694,29 @@ class LocalCollection:
                 {"_id": _from_column(row[0]) if group.by else None, **dict(zip(group.fields, values, strict=True))}
             )
         return out
+
+    def _counted(
+        self, state: _Thread, table: Table, filt: Mapping[str, Any], spec: Mapping[str, Any]
+    ) -> list[dict[str, Any]] | None:
+        """A ``$group`` counting documents by a field (``sqlquery.counted_path``) whose values are strings
+        or null: counted over the decoded documents without mongomock's expression engine (a value of
+        another type, whose grouping is MongoDB's numeric or structural equality: None, mongomock runs it)."""
+        counted = sq.counted_path(spec)
+        if counted is None:
+            return None
+        path, fields = counted
+        parts = path.split(".")
+        counts: dict[str | None, int] = {}
+        for doc, _, _ in self._scan(state, table, filt):
+            value: Any = doc
+            for part in parts:
+                if isinstance(value, list):  # MongoDB maps the rest of the path over it: an array, not a string
+                    return None
+                value = value.get(part) if isinstance(value, dict) else None
+            if type(value) is not str and value is not None:
+                return None
+            counts[value] = counts.get(value, 0) + 1
+        return [{"_id": value, **dict.fromkeys(fields, n)} for value, n in counts.items()]
 
     def index_information(self) -> dict[str, dict[str, Any]]:
         info: dict[str, dict[str, Any]] = {"_id_": {"key": [("_id", 1)], "v": 2}}
@@ -699,7 +752,7 @@ class LocalCollection:
                 table is not None
                 and existing is not None
                 and {k: v for k, v in existing.items() if k != "sql"} == spec
-                and set(self.include) <= set(table.include)
+                and self._laid_out(table)
             ):
                 return str(name)
         with self.engine.writing() as state:
@@ -795,10 +848,57 @@ class LocalCollection:
             if table is None:
                 return
             state.conn.execute(f'DROP TABLE "{table.tbl}"')
+            if table.changes:  # its watchers end, as a change stream is invalidated by a drop
+                log_change(state, table, "drop", "")
             for meta in ("_collections", "_indexes", "_columns"):
                 key = "name" if meta == "_collections" else "collection"
                 state.conn.execute(f"DELETE FROM {meta} WHERE {key} = ?", (self.name,))
             state.tables = None
+
+    # ------------------------------------------------------------------ change streams
+
+    def watch(
+        self,
+        pipeline: Sequence[Mapping[str, Any]] | None = None,
+        full_document: str | None = None,
+        resume_after: Mapping[str, Any] | None = None,
+        max_await_time_ms: int | None = None,
+        batch_size: int | None = None,
+        *,
+        start_after: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Any:
+        """A change stream on this collection, shaped as pymongo's (``changelog.LocalChangeStream``): the
+        changes committed after it opens, or after ``start_after`` / ``resume_after``, by any process."""
+        from mongostore.drivers.embedded.changelog import LocalChangeStream
+
+        if any(v is not None for v in options.values()):
+            raise NotImplementedError(f"the local store's change streams take no {', '.join(sorted(options))}")
+        return LocalChangeStream(self, pipeline, full_document, start_after or resume_after, max_await_time_ms)
+
+    # How its change streams read the log (``changelog.Watched``: that module imports nothing of this one).
+    def decode_row(self, blob: bytes) -> dict[str, Any]:
+        return decode(blob)
+
+    def id_of(self, key: Any) -> Any:
+        return _from_id(key)
+
+    def matches(self, filt: Any, doc: Any) -> bool:
+        return _matches(filt, doc)
+
+    def log_changes(self) -> int:
+        """Start logging this collection's writes (once; kept in the file); the latest sequence number."""
+        with self.engine.reading() as state:
+            table = self._table(state)
+            if table is not None and table.changes:
+                return _last_seq(state.conn)
+        with self.engine.writing() as state:
+            table = self._table(state, create=True)
+            assert table is not None
+            if not table.changes:
+                state.conn.execute("UPDATE _collections SET changes = 1 WHERE name = ?", (self.name,))
+                state.tables = None
+            return _last_seq(state.conn)
 
     # ------------------------------------------------------------------ writes
 
@@ -903,6 +1003,11 @@ class LocalCollection:
         return DeleteResult({"n": self._one(DeleteMany(filter))["nRemoved"]}, True)
 
 
+def _last_seq(conn: sqlite3.Connection) -> int:
+    """The change log's latest sequence number (0: none yet)."""
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM _changes").fetchone()[0])
+
+
 def _page(matches: Iterable[_T], skip: int, limit: int) -> Iterator[_T]:
     """``skip`` then at most ``limit`` (0: all) of ``matches``, reading no further than needed."""
     return itertools.islice(matches, skip, skip + limit if limit else None)
@@ -939,8 +1044,11 @@ class _Writer:
                 f"E11000 duplicate key error collection: {self.coll.full_name} ({exc}); _id: {doc['_id']!r}",
             ) from None
         self._note(nonplain, 1)
+        if self.table.changes:
+            log_change(self.state, self.table, "insert", values[0], values[1])
 
-    def replace(self, key: Any, old_np: str | None, doc: dict[str, Any]) -> None:
+    def replace(self, key: Any, old_np: str | None, doc: dict[str, Any], old: dict[str, Any], op: str) -> None:
+        """Write ``doc`` over the row ``key`` (``old``: the document there; ``op``: "update" or "replace")."""
         values, nonplain = _row(self.table, doc)
         try:
             self.state.conn.execute(self.update_sql, [*values[1:], key])
@@ -950,6 +1058,9 @@ class _Writer:
             ) from None
         self._note(json.loads(old_np) if old_np else [], -1)
         self._note(nonplain, 1)
+        if self.table.changes:
+            changed = None if op == "replace" else json.dumps(_changed_fields(old, doc))
+            log_change(self.state, self.table, op, key, values[1], changed)
 
     def apply(self, i: int, op: tuple[Any, ...], result: dict[str, Any]) -> None:
         kind = op[0]
@@ -963,6 +1074,8 @@ class _Writer:
             for _, key, np_fields in found:
                 self.state.conn.execute(f'DELETE FROM "{self.table.tbl}" WHERE id = ?', (key,))
                 self._note(json.loads(np_fields) if np_fields else [], -1)
+                if self.table.changes:
+                    log_change(self.state, self.table, "delete", key)
             result["nRemoved"] += len(found)
             return
         if kind == "replace":
@@ -991,7 +1104,7 @@ class _Writer:
             doc = {"_id": old["_id"], **{k: v for k, v in doc.items() if k != "_id"}}
             result["nMatched"] += 1
             if bson.encode(doc, codec_options=CODEC) != before:
-                self.replace(key, np_fields, doc)
+                self.replace(key, np_fields, doc, old, "replace" if kind == "replace" else "update")
                 result["nModified"] += 1
 
     def _updated(self, doc: dict[str, Any], filt: Any, update: Any, kind: str, inserting: bool) -> dict[str, Any]:
@@ -1015,6 +1128,14 @@ class _Writer:
             raise
         except (OperationFailure, ValueError, TypeError, KeyError) as exc:
             raise _Failure(getattr(exc, "code", None) or BAD_VALUE, str(exc)) from None
+
+
+_ABSENT = object()
+
+
+def _changed_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The top-level fields an update set, changed or removed (the log's ``updateDescription``, by field)."""
+    return [name for name in {**old, **new} if old.get(name, _ABSENT) != new.get(name, _ABSENT)]
 
 
 _SCRATCH_LOCK = threading.Lock()

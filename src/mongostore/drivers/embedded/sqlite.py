@@ -15,6 +15,11 @@ a whole store operation, makes its writes one transaction: its first write takes
 server's separate reads do (WAL: a writer in another process never blocks them). A call outside a unit is a
 transaction of its own. ``atransaction`` / ``run`` are the same for async code, on one thread per engine.
 
+The change log (``_changes``, read by ``changelog.LocalChangeStream``): once a collection has been watched
+(``_collections.changes``), each write to it adds a row in the same transaction (sequence number, op,
+document key, post-image), so a watcher in any process sees each committed change once, in commit order.
+The log keeps the last ``CHANGE_LOG_KEEP`` changes of the file.
+
 Expired documents (a TTL index's field past its deadline) are deleted when a read starts (at most once
 a second per process, and never waiting for another writer), as MongoDB's TTL monitor would within a minute.
 """
@@ -40,7 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mongostore.drivers.embedded.paths import check_db_name
-from mongostore.drivers.embedded.sqlquery import date_key
+from mongostore.drivers.embedded.sqlquery import date_key, date_string
 from mongostore.errors import DamagedStoreFileError
 
 #: ``PRAGMA application_id`` of a local store file ("MSTO"), and its format version (``user_version``).
@@ -51,23 +56,39 @@ SUFFIX = ".sqlite"
 LOCK_WAIT = 60.0
 #: Seconds between two looks for expired documents (MongoDB's TTL monitor runs every 60).
 EXPIRY_CHECK = 1.0
+#: The change log keeps this many of the newest changes (of every watched collection of the file)...
+CHANGE_LOG_KEEP = 10_000
+#: ...pruned by every write whose sequence number is a multiple of this.
+CHANGE_LOG_PRUNE_EVERY = 256
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _T = TypeVar("_T")
 
-_SCHEMA = """
-CREATE TABLE _collections (name TEXT PRIMARY KEY, tbl TEXT NOT NULL UNIQUE, include TEXT NOT NULL DEFAULT '[]');
+# ``seq`` (the resume token) is the rowid: the next is the largest + 1, never used twice because pruning
+# keeps the newest rows (no AUTOINCREMENT: its sqlite_sequence row would be one more page per commit).
+_CHANGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS _changes (seq INTEGER PRIMARY KEY, collection TEXT NOT NULL,
+                                     op TEXT NOT NULL, id NOT NULL, doc BLOB, fields TEXT, at INTEGER NOT NULL);
+"""
+
+_SCHEMA = (
+    """
+CREATE TABLE _collections (name TEXT PRIMARY KEY, tbl TEXT NOT NULL UNIQUE, include TEXT NOT NULL DEFAULT '[]',
+                           changes INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE _indexes (collection TEXT NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,
                        PRIMARY KEY (collection, name));
 CREATE TABLE _columns (collection TEXT NOT NULL, field TEXT NOT NULL, col TEXT NOT NULL,
                        nonplain INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (collection, field));
 """
+    + _CHANGES_SCHEMA
+)
 
 
 @dataclass
 class Table:
     """A collection as this transaction sees it: its table, columns (field -> column), the columns that
     hold only plain values (usable by SQL), its indexes (name -> spec), TTL fields (field -> seconds), and
-    the top-level fields also kept in the row's ``inc`` column (read without decoding the document)."""
+    the top-level fields also kept in the row's ``inc`` column (read without decoding the document), and
+    whether its writes are logged (``changes``)."""
 
     name: str
     tbl: str
@@ -76,6 +97,7 @@ class Table:
     usable: dict[str, str] = field(default_factory=dict)
     indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
     ttl: dict[str, float] = field(default_factory=dict)
+    changes: bool = False  # its writes go to the change log (it has been watched)
 
 
 class _Thread:
@@ -133,6 +155,7 @@ class LocalDB:
             conn = sqlite3.connect(self.path, timeout=LOCK_WAIT, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise RuntimeError(f"cannot open the local store file {self.path}: {exc}") from None
+        conn.create_function("mongo_date_string", 2, date_string, deterministic=True)
         try:
             self._prepare(conn)
         except sqlite3.Error as exc:
@@ -170,9 +193,31 @@ class LocalDB:
                 f"the local store file {self.path} has format version {version}; this mongostore reads "
                 f"version {FORMAT_VERSION}: upgrade mongostore to open it"
             )
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_changes'").fetchone():
+            self._add_change_log(conn)
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+
+    @staticmethod
+    def _add_change_log(conn: sqlite3.Connection) -> None:
+        """A file made before the change log gets it (the same format version: older code reads the file
+        as before, and writes it without logging, so a watcher misses only what older code writes)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            columns = [row[1] for row in conn.execute("PRAGMA table_info(_collections)")]
+            if "changes" not in columns:
+                conn.execute("ALTER TABLE _collections ADD COLUMN changes INTEGER NOT NULL DEFAULT 0")
+            conn.execute(_CHANGES_SCHEMA)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection of its own (not the thread's), for a reader that keeps its own snapshot state:
+        a change stream. The caller closes it."""
+        return self._connect()
 
     def close(self) -> None:
         """Close this thread's connection (it reconnects on its next use); other threads' close with them."""
@@ -309,8 +354,8 @@ class LocalDB:
         if state.tables is None or version != state.data_version:
             state.data_version = version
             found = {
-                name: Table(name, tbl, tuple(json.loads(inc)))
-                for name, tbl, inc in conn.execute("SELECT name, tbl, include FROM _collections")
+                name: Table(name, tbl, tuple(json.loads(inc)), changes=bool(logged))
+                for name, tbl, inc, logged in conn.execute("SELECT name, tbl, include, changes FROM _collections")
             }
             for coll, fld, col, nonplain in conn.execute("SELECT collection, field, col, nonplain FROM _columns"):
                 if coll in found:
@@ -442,8 +487,26 @@ def count_nonplain(state: _Thread, table: Table, deltas: Mapping[str, int]) -> N
             state.tables = None
 
 
+def log_change(
+    state: _Thread, table: Table, op: str, key: Any, doc: bytes | None = None, fields: str | None = None
+) -> None:
+    """Add one change of ``table`` to the change log, in the write's transaction (``key``: the ``id``
+    column's value; ``doc``: the post-image as BSON; ``fields``: an update's changed top-level fields, as
+    JSON), pruning the oldest now and then."""
+    seq = state.conn.execute(
+        "INSERT INTO _changes (collection, op, id, doc, fields, at) VALUES (?, ?, ?, ?, ?, ?)",
+        (table.name, op, key, doc, fields, time.time_ns() // 1_000_000),
+    ).lastrowid
+    if seq is not None and seq % CHANGE_LOG_PRUNE_EVERY == 0:
+        state.conn.execute("DELETE FROM _changes WHERE seq <= ?", (seq - CHANGE_LOG_KEEP,))
+
+
 def delete_rows(state: _Thread, table: Table, where: str, params: Sequence[Any]) -> int:
-    """Delete the rows ``where`` selects, keeping the not-plain counts; how many went."""
+    """Delete the rows ``where`` selects, keeping the not-plain counts (and logging each delete of a
+    watched collection: the TTL monitor's deletes reach a watcher as deletes); how many went."""
+    if table.changes:
+        for (key,) in state.conn.execute(f'SELECT id FROM "{table.tbl}" WHERE {where}', list(params)).fetchall():
+            log_change(state, table, "delete", key)
     deltas: dict[str, int] = {}
     for (np_fields,) in state.conn.execute(
         f'SELECT np FROM "{table.tbl}" WHERE ({where}) AND np IS NOT NULL', list(params)

@@ -22,7 +22,7 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 #: A date column value starts with BSON's date type byte; nothing else in a column is a BLOB.
@@ -281,14 +281,16 @@ def order_by(sort: Sequence[tuple[str, int]] | None, columns: Mapping[str, str])
 @dataclass
 class GroupSQL:
     """A ``$group`` stage as SQL: ``select`` (one expression per output field in ``fields``) with
-    ``params``; ``by``: the grouping column (None: one group of everything); ``bare``: columns compared
-    without ``$ifNull``, exact only where no document lacks the field (missing is not null there)."""
+    ``params``; ``by``: the grouping expression with ``key_params`` (None: one group of everything);
+    ``bare``: columns compared without ``$ifNull``, exact only where no document lacks the field (missing
+    is not null there)."""
 
     by: str | None
     fields: list[str]
     select: list[str]
     params: list[Any]
     bare: set[str] = field(default_factory=set)
+    key_params: list[Any] = field(default_factory=list)
 
 
 _AGG_SIGNS = {"$eq": "=", "$ne": "!=", "$lt": "<", "$lte": "<=", "$gt": ">", "$gte": ">="}
@@ -313,6 +315,12 @@ def _agg_condition(cond: Any, columns: Mapping[str, str], params: list[Any], bar
     col = f'"{columns[field[1:]]}"'
     if not null_is_null:
         bare.add(columns[field[1:]])
+    if isinstance(literal, str) and literal.startswith("$"):  # a field path, not a string
+        if literal[1:] not in columns or null_is_null:
+            raise _Unplain
+        other = columns[literal[1:]]
+        bare.update((columns[field[1:]], other))  # both present (never NULL): SQL compares as MongoDB does
+        return f'({col} {_AGG_SIGNS[op]} "{other}")'
     if literal is None:
         if not null_is_null:
             raise _Unplain
@@ -324,18 +332,72 @@ def _agg_condition(cond: Any, columns: Mapping[str, str], params: list[Any], bar
     return f"({col} IS NOT NULL AND {col} {_AGG_SIGNS[op]} ?)"
 
 
+# ``$dateToString`` specifiers that mean what ``strftime``'s do (UTC), in MongoDB's 4-digit-year range.
+_DATE_FORMAT = re.compile(r"(?:[^%]|%[YmdHMSjGVu%])*")
+
+
+def date_string(key: Any, fmt: str) -> str | None:
+    """SQL function ``mongo_date_string(column, format)``: ``$dateToString`` of a date column value; null
+    for null or missing, as MongoDB answers. Raises for anything else (a string, a year out of 1000-9999),
+    so that the statement fails and mongomock runs the stage."""
+    if key is None:
+        return None
+    if not (isinstance(key, bytes) and len(key) == 9 and key[:1] == DATE_TAG):
+        raise ValueError("not a date")
+    ms = _DATE.unpack(key[1:])[0] - (1 << 63)
+    if "%H" in fmt or "%M" in fmt or "%S" in fmt:
+        return _format_date(ms, fmt)
+    return _format_day(ms // 86_400_000, fmt)  # the same string all day long: one strftime per day
+
+
+@functools.lru_cache(maxsize=1024)
+def _format_day(day: int, fmt: str) -> str:
+    return _format_date(day * 86_400_000, fmt)
+
+
+def _format_date(ms: int, fmt: str) -> str:
+    value = _EPOCH + timedelta(milliseconds=ms)
+    if not 1000 <= value.year <= 9999:
+        raise ValueError("a year strftime may not pad as MongoDB does")
+    return value.strftime(fmt)
+
+
+def _group_key(key: Any, columns: Mapping[str, str], params: list[Any]) -> str | None:
+    """The SQL expression of a ``$group`` ``_id``: a plain column, or ``$dateToString`` of one in UTC with
+    the specifiers ``_DATE_FORMAT`` allows; raises ``_Unplain`` for anything else."""
+    if isinstance(key, str) and key.startswith("$") and key[1:] in columns:
+        return f'"{columns[key[1:]]}"'
+    if isinstance(key, Mapping) and list(key) == ["$dateToString"] and isinstance(key["$dateToString"], Mapping):
+        spec = key["$dateToString"]
+        fmt, date = spec.get("format"), spec.get("date")
+        if (
+            set(spec) == {"format", "date"}
+            and isinstance(fmt, str)
+            and _DATE_FORMAT.fullmatch(fmt)
+            and isinstance(date, str)
+            and date[1:] in columns
+            and date.startswith("$")
+        ):
+            params.append(fmt)
+            return f'mongo_date_string("{columns[date[1:]]}", ?)'
+    raise _Unplain
+
+
 def group_sql(spec: Mapping[str, Any], columns: Mapping[str, str]) -> GroupSQL | None:
-    """A ``$group`` SQL can answer: ``_id`` null or one plain column, and counts (``$sum: 1``) or counts of a
-    condition (``$sum: {$cond: [<comparison>, 1, 0]}``); None for anything else (mongomock runs it)."""
+    """A ``$group`` SQL can answer: ``_id`` null, one plain column or ``$dateToString`` of a date column,
+    and counts (``$sum: 1``) or counts of a condition (``$sum: {$cond: [<comparison>, 1, 0]}``); None for
+    anything else (mongomock runs it)."""
     key = spec.get("_id")
     by: str | None = None
-    if key is not None:
-        if not (isinstance(key, str) and key.startswith("$") and key[1:] in columns):
-            return None
-        by = columns[key[1:]]
     fields: list[str] = []
     select: list[str] = []
     params: list[Any] = []
+    key_params: list[Any] = []
+    if key is not None:
+        try:
+            by = _group_key(key, columns, key_params)
+        except _Unplain:
+            return None
     bare: set[str] = set()
     try:
         for name, acc in spec.items():
@@ -361,7 +423,24 @@ def group_sql(spec: Mapping[str, Any], columns: Mapping[str, str]) -> GroupSQL |
             fields.append(name)
     except _Unplain:
         return None
-    return GroupSQL(by, fields, select, params, bare)
+    return GroupSQL(by, fields, select, params, bare, key_params)
+
+
+def counted_path(spec: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+    """(the dotted path, the output fields) of a ``$group`` that counts documents (``$sum: 1`` only) by
+    one field (``"$f"`` or ``{$ifNull: ["$f", null]}``: missing and null are one group, as MongoDB
+    makes them); None for anything else."""
+    key = spec.get("_id")
+    if isinstance(key, Mapping) and list(key) == ["$ifNull"] and isinstance(key["$ifNull"], list):
+        if key["$ifNull"][1:] != [None]:
+            return None
+        key = key["$ifNull"][0]
+    if not (isinstance(key, str) and key.startswith("$") and not key.startswith("$$") and len(key) > 1):
+        return None
+    fields = [name for name in spec if name != "_id"]
+    if any(spec[name] != {"$sum": 1} or type(spec[name]["$sum"]) is not int for name in fields):
+        return None
+    return key[1:], fields
 
 
 # --------------------------------------------------------------------------- projections
@@ -471,7 +550,11 @@ def project(doc: dict[str, Any], plan: tuple[bool, list[list[str]], bool]) -> di
     if include:
         out: dict[str, Any] = {"_id": doc["_id"]} if keep_id and "_id" in doc else {}
         for path in paths:
-            _take(doc, path, out)
+            if len(path) == 1:  # a top-level field (the store's projections): no walk
+                if path[0] in doc:
+                    out[path[0]] = doc[path[0]]
+            else:
+                _take(doc, path, out)
         return out
     for path in paths:
         _drop(doc, path)

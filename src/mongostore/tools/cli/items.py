@@ -14,14 +14,13 @@ from langgraph.store.base import (
     GetOp,
     PutOp,
     SearchOp,
-    _validate_namespace,
     get_text_at_path,
     tokenize_path,
 )
 
 from mongostore.config import MAX_TTL_MINUTES
 from mongostore.core.codec import as_utc, item_id
-from mongostore.core.plan import check_op
+from mongostore.core.plan import check_op, check_put_namespace
 from mongostore.tools.cli.connect import Ctx, _empty_hint
 from mongostore.tools.cli.output import (
     EXIT_NOT_FOUND,
@@ -65,7 +64,7 @@ def check_put(a: argparse.Namespace) -> None:
     elif a.index is not None:
         index = list(split_fields(a.index, "--index"))
     ttl = None if a.ttl is None else _check_ttl(a.ttl, "--ttl")
-    _validate_namespace(a.ns)  # put()'s own rules: not empty, not rooted at "langgraph"
+    check_put_namespace(a.ns)  # put()'s own rules: not empty, not rooted at "langgraph"
     check_op(PutOp(a.ns, a.key, value, index, ttl=ttl))  # labels, key, value, size: InvalidValueError
     a.put = (value, index, NOT_PROVIDED if ttl is None else ttl)
 

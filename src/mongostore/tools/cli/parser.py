@@ -22,8 +22,10 @@ from mongostore.tools.cli.items import (
     cmd_search,
 )
 from mongostore.tools.cli.output import PROG
+from mongostore.tools.cli.purge import check_purge, cmd_purge
 from mongostore.tools.cli.reports import check_reports, cmd_demo, cmd_report, cmd_stats
 from mongostore.tools.cli.transfer import check_export, check_import, cmd_export, cmd_import
+from mongostore.tools.cli.watch import check_watch, cmd_watch
 from mongostore.tools.settings import DEFAULT_TIMEOUT, ENV_URI
 
 
@@ -183,6 +185,17 @@ def build_parser() -> _Parser:
     p.add_argument("key", help=key_help)
     p.add_argument("-f", "--force", action="store_true", help="succeed even if the item does not exist")
 
+    p = sub(
+        "purge",
+        "delete every item under a namespace prefix, with its vectors (asks first; --yes without a terminal)",
+        cmd_purge,
+        "Whole labels: users.al never touches users.alice. The empty prefix is refused.",
+        check_purge,
+    )
+    p.add_argument("namespace", help="dotted namespace prefix, e.g. users.alice")
+    p.add_argument("--dry-run", action="store_true", help="count what it would delete, delete nothing")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask (needed without a terminal)")
+
     p = sub("search", "list or semantically search items under a namespace prefix", cmd_search, check=check_search)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
     p.add_argument("-q", "--query", help="natural-language query (semantic search)")
@@ -196,6 +209,19 @@ def build_parser() -> _Parser:
     p.add_argument("--max-depth", type=_positive_int, help="truncate namespaces to this many labels")
     p.add_argument("--limit", type=_at_least_one, default=100, help="at most this many (default 100)")
     p.add_argument("--offset", type=_positive_int, default=0)
+
+    p = sub(
+        "watch",
+        "print each change (put, delete) under a namespace prefix as it happens, like tail -f",
+        cmd_watch,
+        "Ctrl-C stops it. Needs change streams (a replica set, a sharded cluster or Atlas) or the local store. "
+        "--json: one JSON line per change, with the resume_token that --start-after takes.",
+        check=check_watch,
+    )
+    p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")
+    p.add_argument("--start-after", metavar="TOKEN", help="a resume_token from --json: go on after that change")
+    p.add_argument("--count", type=_at_least_one, help="stop after this many changes")
+    p.add_argument("--seconds", type=_positive_float, help="stop after this many seconds")
 
     p = sub("export", "write items as JSON Lines (streamed with a cursor)", cmd_export, check=check_export)
     p.add_argument("prefix", nargs="?", default="", help="dotted namespace prefix (default: everything)")

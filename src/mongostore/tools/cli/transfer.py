@@ -13,11 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from langgraph.store.base import InvalidNamespaceError, PutOp, _validate_namespace
+from langgraph.store.base import InvalidNamespaceError, PutOp
 from pymongo import UpdateOne
 from pymongo.errors import PyMongoError
 
 from mongostore.core.codec import as_utc, check_value, item_id
+from mongostore.core.plan import check_put_namespace
 from mongostore.core.queries import all_of, not_expired, prefix_filter, shard_range_filter
 from mongostore.errors import InvalidValueError, MongoStoreError, WriteError
 from mongostore.store import MongoStore
@@ -271,7 +272,7 @@ def _record_namespace(record: Mapping[str, Any]) -> tuple[str, ...]:
     for label in namespace:
         _check_text(label, "a namespace label")
     try:
-        _validate_namespace(namespace)
+        check_put_namespace(namespace)
     except InvalidNamespaceError as exc:
         raise _Rejected("bad namespace", _one_line(exc)) from None
     return namespace
