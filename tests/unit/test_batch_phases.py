@@ -22,7 +22,6 @@ from mongostore.core.codec import item_id, text_hash
 from mongostore.core.plan import (
     BatchState,
     PlanContext,
-    answer_phase,
     batch_reads,
     embed_phase,
     probe_phase,
@@ -144,27 +143,35 @@ def test_probe_phase_asks_nothing_without_semantic_searches() -> None:
 # --------------------------------------------------------------------------- read
 
 
-def test_read_phase_is_one_parallel_step_answers_last_first() -> None:
+def test_read_phase_is_one_parallel_step_each_answer_to_its_reader() -> None:
     state = validate_phase([GetOp(("u",), "a"), SearchOp(("u",)), PutOp(("u",), "b", {"text": "x"})], context())
     reads = batch_reads(state)
-    assert [(type(r).__name__, r.role) for r in reads] == [("Find", "items"), ("Find", "items"), ("Find", "vectors")]
-    steps, answers = run(read_phase(state), lambda step: ["gets", "search", "hashes"])
-    assert steps == [Parallel(tuple(reads))]
-    assert answers == ["hashes", "search", "gets"]  # popped in the order the reads were added
+    assert [(type(r.step).__name__, r.step.role) for r in reads] == [  # type: ignore[attr-defined]
+        ("Find", "items"),
+        ("Find", "items"),
+        ("Find", "vectors"),
+    ]
+    a = doc(("u",), "a", {"v": 1})
+    vec = {"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "embedding": b"e"}
+    steps, _ = run(read_phase(state), lambda step: [[a], [a], [vec]])
+    assert steps == [Parallel(tuple(r.step for r in reads))]
+    assert state.results[0].value == {"v": 1}  # type: ignore[union-attr]
+    assert [r.key for r in state.results[1]] == ["a"]  # type: ignore[union-attr]
+    assert state.stored == {item_id(("u",), "b"): {"h1": vec}}
 
 
 def test_read_phase_asks_nothing_for_an_empty_batch() -> None:
-    state = validate_phase([SearchOp(("u",), limit=0)], context())
-    assert run(read_phase(state), no_steps) == ([], [])
+    state = validate_phase([SearchOp(("u",), limit=0), ListNamespacesOp(limit=0)], context())
+    assert run(read_phase(state), no_steps) == ([], None)
+    assert state.results == [[], []]  # answered without a read
 
 
 def test_an_atlas_search_waits_for_its_vector_and_ranks_locally_when_the_server_has_no_search() -> None:
     state = validate_phase([GetOp(("u",), "a"), SearchOp(("u",), query="pizza")], context())
     state.caps, state.use_atlas = ATLAS, True
-    steps, answers_back = run(read_phase(state), lambda step: [["gets"]])
-    assert answers_back == [["gets"]]
+    steps, _ = run(read_phase(state), lambda step: [[]])
     assert [[r.role for r in s.steps] for s in steps] == [["items"]]  # type: ignore[attr-defined]
-    assert state.searches[0].n_reads == 0  # the $vectorSearch page waits for the query vector
+    assert state.searches[0].path is None  # the $vectorSearch page waits for the query vector
     state.searches[0].query_vector = [1.0, 0.0, 0.0, 0.0]
     refusal = OperationFailure("$vectorSearch stage is only allowed on MongoDB Atlas", code=31082)
     answers: list[Any] = [refusal, None, [["items"], ["vectors"]]]
@@ -175,7 +182,7 @@ def test_an_atlas_search_waits_for_its_vector_and_ranks_locally_when_the_server_
     assert "$vectorSearch" in first.steps[0].pipeline[0]  # type: ignore[union-attr]
     assert disable == DisableVectorSearch(str(refusal))
     assert [s.role for s in second.steps] == ["items", "vectors"]  # type: ignore[union-attr]
-    assert not state.use_atlas and state.searches[0].path is LOCAL and state.searches[0].n_reads == 2
+    assert not state.use_atlas and state.searches[0].path is LOCAL
     assert state.searches[0].first == [["items"], ["vectors"]]
 
 
@@ -185,22 +192,15 @@ def test_read_phase_lets_other_errors_through() -> None:
         run(read_phase(state), lambda step: OperationFailure("boom", code=2))
 
 
-# --------------------------------------------------------------------------- answer
-
-
-def test_answer_phase_fills_results_notes_refreshes_and_stored_hashes() -> None:
+def test_the_reads_answer_results_refreshes_and_stored_hashes() -> None:
     ttl = TTLSettings(refresh_on_read=True, omit_expired=True)
     ops = [GetOp(("u",), "a"), SearchOp(("u",)), ListNamespacesOp(), PutOp(("u",), "b", {"text": "x"})]
     state = validate_phase(ops, context(ttl=ttl))
     a = doc(("u",), "a", {"v": 1}, ttl_minutes=5.0)
-    answers = [
-        [{"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "embedding": b"e"}],
-        [{"_id": ["u"]}],
-        [a],
-        [a],
-    ]
-    answer_phase(state, answers)
-    assert answers == []
+    vec = {"_id": "v1", "item_id": item_id(("u",), "b"), "text_hash": "h1", "embedding": b"e"}
+    answers = [[a], [a], [{"_id": ["u"]}], [vec]]
+    for read, answer in zip(batch_reads(state), answers, strict=True):
+        read.take(answer)
     assert state.results[0].value == {"v": 1}  # type: ignore[union-attr]
     assert [r.key for r in state.results[1]] == ["a"]  # type: ignore[union-attr]
     assert state.results[2] == [("u",)]

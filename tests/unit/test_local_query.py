@@ -258,9 +258,11 @@ def test_string_equality_on_arrays_without_mongomock_matches_mongomock(pair: tup
     from mongostore.drivers.embedded.collection import _matches
 
     _, theirs = pair
-    for doc in theirs.find({}):
+    docs = [*theirs.find({}), {"_id": "n", "v": {"k": "a", "w": {"k": ["x", "a"]}}}, {"_id": "o", "v": [{"k": "a"}]}]
+    for doc in docs:
         for value in ("a", "x", "b", ""):
-            assert _matches({"m": value}, doc) == mongomock.filtering.filter_applies({"m": value}, doc), (doc, value)
+            for filt in ({"m": value}, {"m.k": value}, {"v.k": value}, {"v.w.k": value}, {"v.k": value, "m": value}):
+                assert _matches(filt, doc) == mongomock.filtering.filter_applies(filt, doc), (doc, filt)
 
 
 def _rows(docs: Any) -> list[str]:

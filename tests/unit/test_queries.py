@@ -341,7 +341,17 @@ def test_search_filter() -> None:
 
 
 def test_item_sort_is_newest_first_then_path_then_key() -> None:
-    assert q.ITEM_SORT == [("updated_at", -1), ("path", 1), ("key", 1)]
+    """Ties go by ``_id``, which orders as (path, key) does: namespaces that prefix others, keys with
+    dots, NUL and non-ASCII, labels around the NUL that separates path and key."""
+    from mongostore.core.codec import item_id, namespace_path
+
+    assert q.ITEM_SORT == [("updated_at", -1), ("_id", 1)]
+    namespaces = [("a",), ("a", "b"), ("a", "b", "c"), ("ab",), ("a!",), ("a", " "), ("é",), ("a", "\x01")]
+    keys = ["", "k", "k.1", "k\x00z", "\x00", "é", "~", " "]
+    pairs = [(ns, k) for ns in namespaces for k in keys]
+    by_path_key = sorted(pairs, key=lambda p: (namespace_path(p[0]).encode(), p[1].encode()))
+    by_id = sorted(pairs, key=lambda p: item_id(*p).encode())
+    assert by_id == by_path_key
 
 
 # --------------------------------------------------------------------------- write requests

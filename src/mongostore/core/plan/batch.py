@@ -4,7 +4,7 @@ its answers in the ``BatchState`` (what each does: docs/architecture.md, "The ph
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -79,8 +79,7 @@ def batch_outcome_plan(ops: Sequence[Op], ctx: PlanContext) -> Plan[BatchOutcome
     """``batch_plan``, but a failed write is reported per op in a ``BatchOutcome``, not raised."""
     state = validate_phase(ops, ctx)
     yield from probe_phase(state)
-    answers = yield from read_phase(state)
-    answer_phase(state, answers)
+    yield from read_phase(state)
     yield from embed_phase(state)
     yield from search_read_phase(state)
     yield from rank_phase(state)
@@ -99,8 +98,12 @@ def validate_phase(ops: Sequence[Op], ctx: PlanContext) -> BatchState:
             state.gets.append((pos, op))
         elif isinstance(op, SearchOp):
             state.searches.append(PendingSearch(pos, op, semantic=bool(op.query) and ctx.index is not None))
+            if op.limit == 0:
+                state.results[pos] = []  # asks nothing
         elif isinstance(op, ListNamespacesOp):
             state.listings.append((pos, op))
+            if op.limit == 0:
+                state.results[pos] = []
         elif isinstance(op, PutOp) and last[op.namespace, op.key] == pos:
             value = cast("dict[str, Any] | None", op.value)  # check_op's checked copy (in a SizedPut), or None
             texts: dict[str, tuple[str, str]] = {}
@@ -154,120 +157,133 @@ def probe_phase(state: BatchState) -> Plan[None]:
     return None
 
 
-def read_phase(state: BatchState) -> Plan[list[Any]]:
-    """Every read of the batch that needs no query vector, in one ``Parallel`` step; returns the answers,
-    last read first. When ``$vectorSearch`` refuses, the store ranks locally from then on and the reads
-    are asked again."""
-    while True:
-        reads = batch_reads(state)
-        try:
-            answers: list[Any] = list((yield Parallel(tuple(reads)))) if reads else []
-            break
-        except Exception as exc:
-            if not state.use_atlas:
-                raise
-            yield from fall_back(state, exc)
-    answers.reverse()  # consumed (popped) in the order the reads were added
-    return answers
+@dataclass
+class Read:
+    """One read of a batch and what takes its answer: each consumer gets its own answer, whatever the
+    other reads of the ``Parallel`` it joined."""
+
+    step: Step
+    take: Callable[[Any], None]
+
+
+def read_phase(state: BatchState) -> Plan[None]:
+    """Every read of the batch that needs no query vector, in one ``Parallel`` step, each answer handed to
+    its reader. When ``$vectorSearch`` refuses, the store ranks locally from then on and the reads are
+    asked again."""
+    yield from _read_all(state, lambda: batch_reads(state))
 
 
 def search_read_phase(state: BatchState) -> Plan[None]:
     """The reads that need their query's vector (``$vectorSearch`` pages), in one ``Parallel`` step after
     the batch's one embedding call; when ``$vectorSearch`` refuses, those searches rank locally."""
+    waiting = [s for s in state.semantic if s.path is None]
+    yield from _read_all(state, lambda: [r for s in waiting for r in _search_reads(state, s, deferred=False)])
+
+
+def _read_all(state: BatchState, build: Callable[[], list[Read]]) -> Plan[None]:
     while True:
-        waiting = [s for s in state.semantic if s.n_reads == 0]
-        if not waiting:
+        reads = build()
+        if not reads:
             return None
-        reads: list[list[Step]] = []
-        for s in waiting:
-            s.path = search_path(state)
-            reads.append(s.path.reads(s, state))
         try:
-            answers = list((yield Parallel(tuple(r for rs in reads for r in rs))))
+            answers = yield Parallel(tuple(r.step for r in reads))
+            break
         except Exception as exc:
             if not state.use_atlas:
                 raise
             yield from fall_back(state, exc)
-            continue
-        at = 0
-        for s, rs in zip(waiting, reads, strict=True):
-            s.first, s.n_reads = answers[at : at + len(rs)], len(rs)
-            at += len(rs)
-        return None
+    for read, answer in zip(reads, answers, strict=True):
+        read.take(answer)
+    return None
 
 
-def batch_reads(state: BatchState) -> list[Step]:
-    """Every read of a batch that needs no query vector, in the order ``answer_phase`` consumes the answers:
-    gets, searches, listings, the puts' stored hashes."""
+def batch_reads(state: BatchState) -> list[Read]:
+    """Every read of a batch that needs no query vector (gets, searches, listings, the puts' stored
+    hashes), each with its consumer."""
     ctx = state.ctx
     cutoff = ctx.expiry_cutoff
-    reads: list[Step] = []
+    reads: list[Read] = []
     if state.gets:
         ids = list(dict.fromkeys(item_id(op.namespace, str(op.key)) for _, op in state.gets))
         filt = q.all_of([{"_id": {"$in": ids}}, q.not_expired(cutoff)])
-        reads.append(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)))
+        reads.append(Read(Find("items", filt, {**ITEM_PROJECTION, "_id": 1}, batch_size=len(ids)), _gets(state)))
     for s in state.searches:
         if s.op.limit == 0:
+            continue  # answered [] by validate_phase
+        if s.semantic:
+            reads += _search_reads(state, s, deferred=True)
             continue
-        if not s.semantic:
-            filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.ranges)
-            reads.append(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit))
-        else:  # semantic: its path, chosen once for the batch's reads (``plan.paths``)
-            s.path = search_path(state)
-            if s.path.needs_vector(state):  # after the embedding call: ``search_read_phase``
-                s.n_reads = 0
-                continue
-            first = s.path.reads(s, state)
-            s.n_reads = len(first)
-            reads.extend(first)
-    for _, lop in state.listings:
+        filt = q.search_filter(s.op.namespace_prefix, s.op.filter, cutoff, ctx.ranges)
+        reads.append(Read(Find("items", filt, ITEM_PROJECTION, q.ITEM_SORT, s.op.offset, s.op.limit), _page(state, s)))
+    for pos, lop in state.listings:
         if lop.limit == 0:
             continue
         if ctx.distinct_paths:
-            reads.append(Distinct("items", "path", q.namespace_paths_filter(lop.match_conditions, cutoff)))
-            continue
-        pipeline = q.list_namespaces_pipeline(
-            lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.ranges
-        )
-        reads.append(Aggregate("items", pipeline))
+            step: Step = Distinct("items", "path", q.namespace_paths_filter(lop.match_conditions, cutoff))
+        else:
+            step = Aggregate(
+                "items",
+                q.list_namespaces_pipeline(
+                    lop.match_conditions, lop.max_depth, cutoff, lop.offset, lop.limit, sharded=ctx.ranges
+                ),
+            )
+        reads.append(Read(step, _listing(state, pos, lop)))
     if ctx.index is not None and state.puts:
         filt = {"item_id": {"$in": [p.id for p in state.puts.values()]}}
         # The embeddings too: a put rewrites each vector it lists, unchanged ones with their stored embedding.
         projection = dict.fromkeys(("_id", "item_id", "text_hash"), 1)
         if ctx.index.auto_embed is None:
             projection["embedding"] = 1
-        reads.append(Find("vectors", filt, projection, batch_size=LARGE_BATCH))
+        reads.append(Read(Find("vectors", filt, projection, batch_size=LARGE_BATCH), _stored(state)))
     return reads
 
 
-def answer_phase(state: BatchState, answers: list[Any]) -> None:
-    """The reads' answers (last read first, from ``read_phase``) as results, the first answers of
-    semantic searches (for ``rank_phase``) and the puts' stored hashes."""
-    if state.gets:
-        by_id = {doc["_id"]: doc for doc in answers.pop()}
+def _search_reads(state: BatchState, s: PendingSearch, deferred: bool) -> list[Read]:
+    """A semantic search's first reads, by its path (chosen now, ``plan.paths``), each answer appended to
+    ``s.first`` in the order asked; none yet (``deferred``) when they need the query's vector."""
+    path = search_path(state)
+    if deferred and path.needs_vector(state):
+        s.path = None  # asked after the embedding call: ``search_read_phase``
+        return []
+    s.path, s.first = path, []
+    return [Read(step, s.first.append) for step in path.reads(s, state)]
+
+
+def _gets(state: BatchState) -> Callable[[list[dict[str, Any]]], None]:
+    def take(docs: list[dict[str, Any]]) -> None:
+        by_id = {doc["_id"]: doc for doc in docs}
         for pos, gop in state.gets:
             found = by_id.get(item_id(gop.namespace, gop.key))
             state.results[pos] = doc_to_item(found) if found else None
             state.note_refresh(pos, [found] if found else [], gop.refresh_ttl)
-    for s in state.searches:
-        if s.op.limit == 0:
-            state.results[s.pos] = []
-        elif s.semantic:
-            s.first = [answers.pop() for _ in range(s.n_reads)]  # none yet when it waits for its vector
+
+    return take
+
+
+def _page(state: BatchState, s: PendingSearch) -> Callable[[list[dict[str, Any]]], None]:
+    def take(docs: list[dict[str, Any]]) -> None:
+        state.results[s.pos] = [doc_to_search_item(d) for d in docs]
+        state.note_refresh(s.pos, docs, s.op.refresh_ttl)
+
+    return take
+
+
+def _listing(state: BatchState, pos: int, lop: ListNamespacesOp) -> Callable[[Any], None]:
+    def take(found: Any) -> None:
+        if state.ctx.distinct_paths:
+            state.results[pos] = q.namespaces_page(found, lop.max_depth, lop.offset, lop.limit)
         else:
-            docs = answers.pop()
-            state.results[s.pos] = [doc_to_search_item(d) for d in docs]
-            state.note_refresh(s.pos, docs, s.op.refresh_ttl)
-    for pos, lop in state.listings:
-        if lop.limit == 0:
-            state.results[pos] = []
-        elif state.ctx.distinct_paths:
-            state.results[pos] = q.namespaces_page(answers.pop(), lop.max_depth, lop.offset, lop.limit)
-        else:
-            state.results[pos] = [tuple(d["_id"]) for d in answers.pop()]
-    if state.index is not None and state.puts:
-        for doc in answers.pop():
+            state.results[pos] = [tuple(d["_id"]) for d in found]
+
+    return take
+
+
+def _stored(state: BatchState) -> Callable[[list[dict[str, Any]]], None]:
+    def take(docs: list[dict[str, Any]]) -> None:
+        for doc in docs:
             state.stored.setdefault(doc["item_id"], {})[doc["text_hash"]] = doc
+
+    return take
 
 
 def embed_phase(state: BatchState) -> Plan[None]:

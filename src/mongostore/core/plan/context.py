@@ -82,9 +82,8 @@ class PendingSearch:
     op: SearchOp
     semantic: bool
     query_vector: list[float] | None = None
-    path: Any = None  # its ``plan.paths.SearchPath``, chosen when the batch's reads are built
-    n_reads: int = 0  # how many of the batch's reads are its path's (0: waiting for its query vector)
-    first: list[Any] = field(default_factory=list)  # their answers, in the order the path asked
+    path: Any = None  # its ``plan.paths.SearchPath``, chosen when its reads are built (None: not yet)
+    first: list[Any] = field(default_factory=list)  # its path's first answers, in the order the path asked
 
 
 @dataclass

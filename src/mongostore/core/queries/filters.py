@@ -45,7 +45,10 @@ COMPARISON_OPS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 EXTENSION_OPS = frozenset({"$in", "$nin", "$exists"})
 LOGICAL_OPS = frozenset({"$and", "$or"})
 
-ITEM_SORT: list[tuple[str, int]] = [("updated_at", -1), ("path", 1), ("key", 1)]
+# Newest first, ties by namespace then key: ``_id`` is ``path + NUL + key`` (``codec.item_id``; labels
+# hold no NUL), so its order is (path, key)'s, and an index on ``{path: 1, updated_at: -1}`` holds it
+# (the local store sorts by that index alone, reading no row).
+ITEM_SORT: list[tuple[str, int]] = [("updated_at", -1), ("_id", 1)]
 
 
 def _reject(msg: str, note: str = "") -> InvalidFilterError:

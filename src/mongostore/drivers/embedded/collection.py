@@ -52,21 +52,48 @@ _BATCH = 1000  # rows decoded at once
 # of a second, which a get, a put or a listing never pays.
 
 
+_FALLBACK = object()
+
+
 def _matches(filt: Any, doc: Any) -> bool:
-    if len(filt) == 1 and "." not in (name := next(iter(filt))) and not name.startswith("$"):
-        # Two shapes answered without mongomock, as MongoDB does on a top-level field: ``{f: {"$exists": b}}``,
-        # and equality with a string (the value, or an element of an array: the vectors' ``ns_prefixes``).
-        spec = filt[name]
-        if isinstance(spec, dict) and len(spec) == 1 and type(spec.get("$exists")) is bool:
+    """Does ``doc`` match the residual filter? Two shapes are answered here, as MongoDB answers them:
+    ``{f: {"$exists": b}}`` on a top-level field, and equalities with strings on fields reached through
+    sub-documents (``{"value.kind": "k1"}``: the value, or an element of an array holding it, as the
+    vectors' ``ns_prefixes``); anything else, or an array on the way, by mongomock."""
+    if len(filt) == 1:
+        ((name, spec),) = filt.items()
+        if isinstance(spec, dict) and len(spec) == 1 and type(spec.get("$exists")) is bool and "." not in name:
             return (name in doc) is spec["$exists"]
-        if type(spec) is str:
-            value = doc.get(name)
-            if type(value) is list:
-                return any(type(v) is str and v == spec for v in value)
-            return type(value) is str and value == spec
+    found = True
+    for name, spec in filt.items():
+        if type(spec) is not str or name.startswith("$"):
+            found = False
+            break
+        got = _string_equal(doc, name, spec)
+        if got is _FALLBACK:
+            found = False
+            break
+        if not got:
+            return False
+    if found:
+        return True
     from mongomock import filtering
 
     return bool(filtering.filter_applies(filt, doc))
+
+
+def _string_equal(doc: Any, path: str, want: str) -> Any:
+    """``{path: want}`` on ``doc`` (True / False), or ``_FALLBACK`` where an array lies on the way."""
+    value = doc
+    for part in path.split("."):
+        if type(value) is list:
+            return _FALLBACK
+        if not isinstance(value, dict):
+            return False
+        value = value.get(part)
+    if type(value) is list:
+        return any(type(v) is str and v == want for v in value)
+    return type(value) is str and value == want
 
 
 def _sort_key(name: str, doc: Any) -> Any:
@@ -469,23 +496,20 @@ class LocalCollection:
                 else:
                     yield from _page((m for m in docs if _matches(residual, m[0])), skip, limit)
                 return
+            if order:
+                # Sorted by SQL: the keys first (SQLite's sorter then holds ids, not documents), then the
+                # documents by id, in that order, in growing batches: as few as the page needs.
+                keys_sql, keys_params = (paged, paged_params) if residual is None else (rest, params)
+                keys = [key for (key,) in state.conn.execute(f"SELECT id {keys_sql}", keys_params)]
+                found = self._by_keys(state, table, keys)
+                matches = found if residual is None else (m for m in found if _matches(residual, m[0]))
+                yield from matches if residual is None else _page(matches, skip, limit)
+                return
             if residual is None and not python_sort:
                 cursor = state.conn.execute(f"SELECT doc, id, np {paged}", paged_params)
                 for rows in iter(lambda: cursor.fetchmany(_BATCH), []):
                     for doc, (_, key, np_fields) in zip(decode_many([r[0] for r in rows]), rows, strict=True):
                         yield doc, key, np_fields
-                return
-            if order and limit:
-                # Sorted by SQL, filtered here: the documents one by one, until the page is full.
-                one = f'SELECT doc, np FROM "{table.tbl}" WHERE id = ?'
-                keys = [key for (key,) in state.conn.execute(f"SELECT id {rest}", params).fetchall()]
-                found = (
-                    (doc, key, np_fields)
-                    for key in keys
-                    for blob, np_fields in state.conn.execute(one, (key,))
-                    for doc in (decode(blob),)
-                )
-                yield from _page((m for m in found if _matches(residual, m[0])), skip, limit)
                 return
             cursor = state.conn.execute(f"SELECT doc, id, np {rest}", params)
         except sqlite3.Error as exc:
@@ -505,6 +529,25 @@ class LocalCollection:
             yield from ordered[skip:end]
             return
         yield from _page(matches, skip, limit)
+
+    def _by_keys(
+        self, state: _Thread, table: Table, keys: Sequence[Any]
+    ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
+        """The rows of these ids, in this order (a row deleted meanwhile is skipped), read in batches of
+        16, 64, 256, then 900 (under SQLite's oldest limit of 999 parameters): a page filtered here reads
+        about as many documents as it needs."""
+        sizes = itertools.chain((16, 64, 256), itertools.repeat(900))
+        at = 0
+        while at < len(keys):
+            chunk = keys[at : at + next(sizes)]
+            at += len(chunk)
+            marks = ", ".join("?" * len(chunk))
+            sql = f'SELECT doc, id, np FROM "{table.tbl}" WHERE id IN ({marks})'
+            rows = {key: (blob, np_fields) for blob, key, np_fields in state.conn.execute(sql, chunk)}
+            present = [key for key in chunk if key in rows]
+            docs = decode_many([rows[key][0] for key in present])
+            for doc, key in zip(docs, present, strict=True):
+                yield doc, key, rows[key][1]
 
     def select(
         self,
