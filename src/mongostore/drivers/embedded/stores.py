@@ -42,10 +42,11 @@ def open_local(path: str | os.PathLike[str] | None, db_name: str) -> LocalDB:
 def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_name: str) -> Engine:
     """The local store's collections in ``<path>/<db_name>.sqlite``, and its backend."""
     engine = open_local(path, db_name)
-    # What the store reads of every item or vector under a prefix (local ranking, with recency the
-    # items' ages too; its checks, status): kept in each row's ``inc`` too, so those reads decode
-    # no document. ``created_at``, in a column as indexed fields are: the growth report groups by it.
-    items = LocalCollection(engine, collection_name, include=("vectors", "updated_at"), columns=("created_at",))
+    # What the store reads of every item or vector under a prefix (local ranking, its checks, status):
+    # kept in each row's ``inc`` too, so those reads decode no document. (Not ``updated_at``, which only
+    # recency ranking reads: every covered read would decode a date per row, and project it away.)
+    # ``created_at``, in a column as indexed fields are: the growth report groups by it.
+    items = LocalCollection(engine, collection_name, include=("vectors",), columns=("created_at",))
     vectors = LocalCollection(engine, vectors_name(collection_name), include=("item_id", "text_hash"))
     return items, vectors, items.backend
 
