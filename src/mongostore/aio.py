@@ -253,8 +253,22 @@ class AsyncMongoStore(_StoreBase, BaseStore):
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
         return await run_async(plan, self._io)
 
-    async def status(self) -> dict[str, Any]:
-        return await run_async(self._status_plan(), self._io)
+    async def status(self, *, consistency: bool = True) -> dict[str, Any]:
+        """As ``MongoStore.status``."""
+        return await run_async(self._status_plan(consistency), self._io)
+
+    async def aput_if_unchanged(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected: Item | None,
+        index: Literal[False] | list[str] | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> bool:
+        """As ``MongoStore.put_if_unchanged`` (its own plan: not coalesced with other calls)."""
+        return await run_async(self._put_if_unchanged_plan(namespace, key, value, expected, index, ttl), self._io)
 
     async def apurge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
         """As ``MongoStore.purge``."""

@@ -13,16 +13,17 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
-from langgraph.store.base import BaseStore, IndexConfig, NotProvided, Op, PutOp, Result, TTLConfig
+from langgraph.store.base import NOT_PROVIDED, BaseStore, IndexConfig, Item, NotProvided, Op, PutOp, Result, TTLConfig
 from pymongo import MongoClient
 from pymongo.driver_info import DriverInfo
 
 from mongostore.config import TTLSettings, index_settings, sweep_minutes, ttl_settings
 from mongostore.core import plan as _plan
+from mongostore.core import queries as q
 from mongostore.core.changes import watch_prefix
-from mongostore.core.codec import vectors_name
+from mongostore.core.codec import as_namespace, as_utc, vectors_name
 from mongostore.core.scope import scoped_pipeline
 from mongostore.core.steps import Capabilities, ServerInfo
 from mongostore.core.vectors import VectorCache
@@ -154,14 +155,49 @@ class _StoreBase:
         scoped = scoped_pipeline(namespace_prefix, pipeline, now=cutoff, sharded=server.ranges)
         return (yield from _plan.aggregate_plan(scoped))
 
+    def _put_if_unchanged_plan(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        expected: Item | None,
+        index: Literal[False] | list[str] | None,
+        ttl: float | NotProvided | None,
+    ) -> _plan.Plan[bool]:
+        """``put_if_unchanged``'s plan, its arguments checked first (before any I/O)."""
+        namespace = as_namespace(namespace)
+        _plan.check_put_namespace(namespace)
+        key = str(key)
+        if expected is None:
+            revision = q.ABSENT
+        elif isinstance(expected, Item):
+            if tuple(expected.namespace) != namespace or expected.key != key:
+                raise ValueError(
+                    f"expected is the item {tuple(expected.namespace)!r} / {expected.key!r}, not {namespace!r} / "
+                    f"{key!r}: pass the item you read at this namespace and key (or None to create it)"
+                )
+            revision = q.Revision(as_utc(expected.created_at), as_utc(expected.updated_at))
+        else:
+            raise TypeError(
+                f"expected must be the Item you read (from get or search) or None, got {type(expected).__name__}"
+            )
+        op = _plan.check_op(PutOp(namespace, key, value, index, ttl=self._ttl_minutes(ttl)))
+
+        def plan(ops: list[Op], ctx: _plan.PlanContext) -> _plan.Plan[bool]:
+            put = ops[0]  # with ttl_config's default TTL for ttl=None, when it asks for one
+            assert isinstance(put, PutOp)
+            return _plan.put_if_unchanged_plan(put, revision, ctx)
+
+        return self._batch_plan([op], plan)
+
     def _purge_plan(self, namespace_prefix: tuple[str, ...], dry_run: bool) -> _plan.Plan[_plan.PurgeReport]:
         prefix = _plan.check_purge_prefix(namespace_prefix)  # before any I/O
         if not isinstance(dry_run, bool):
             raise TypeError(f"dry_run must be True or False, got {dry_run!r}")
         return _plan.purge_plan(prefix, self.vectors_collection is not None, dry_run, self._vector_cache)
 
-    def _status_plan(self) -> _plan.Plan[dict[str, Any]]:
-        return _plan.status_plan(self._index, self._vectors_name(), self.collection.name)
+    def _status_plan(self, consistency: bool = True) -> _plan.Plan[dict[str, Any]]:
+        return _plan.status_plan(self._index, self._vectors_name(), self.collection.name, consistency)
 
     def _sweep_plan(self) -> _plan.Plan[int]:
         return _plan.sweep_plan(utcnow(), self.vectors_collection is not None, self.collection.name)
@@ -310,9 +346,41 @@ class MongoStore(_StoreBase, BaseStore):
         plan = _plan.shard_plan(self.vectors_collection is not None, hashed)
         return run_sync(plan, self._io)
 
-    def status(self) -> dict[str, Any]:
-        """Server version, which search path runs, indexes and counts (``mongostore doctor``)."""
-        return run_sync(self._status_plan(), self._io)
+    def status(self, *, consistency: bool = True) -> dict[str, Any]:
+        """Server version, which search path runs, indexes and counts (``mongostore doctor``).
+        ``consistency=False`` leaves out the counts that read every item and vector (items missing
+        vectors, vectors no item lists: None then), for a quick look at a large store."""
+        return run_sync(self._status_plan(consistency), self._io)
+
+    def put_if_unchanged(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected: Item | None,
+        index: Literal[False] | list[str] | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> bool:
+        """Put ``value`` only if the stored item is still ``expected``, the ``Item`` you read (from ``get`` or
+        ``search``), or, with ``expected=None``, only if there is none. True if it wrote; False if the item
+        changed, appeared or went meanwhile (then nothing is written and nothing embedded). Of concurrent
+        callers expecting the same item, exactly one wins. ``index`` and ``ttl`` as for ``put``."""
+        return run_sync(self._put_if_unchanged_plan(namespace, key, value, expected, index, ttl), self._io)
+
+    async def aput_if_unchanged(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected: Item | None,
+        index: Literal[False] | list[str] | None = None,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> bool:
+        """``put_if_unchanged`` off the event loop (the sync store's I/O blocks)."""
+        plan = self._put_if_unchanged_plan(namespace, key, value, expected, index, ttl)  # checked here, at once
+        return await asyncio.get_running_loop().run_in_executor(None, run_sync, plan, self._io)
 
     def purge(self, namespace_prefix: tuple[str, ...], *, dry_run: bool = False) -> _plan.PurgeReport:
         """Delete every item under ``namespace_prefix`` (whole labels: ``("a",)`` never touches

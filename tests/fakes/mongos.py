@@ -69,9 +69,10 @@ once more (with ``atlas``, that counts as one more search in ``AtlasSearch``'s c
 ``Cluster(atlas=AtlasSearch(...))`` gives the cluster Atlas Search (``fakes.atlas``):
 ``$vectorSearch`` first stages reach every shard, as mongos sends them to each shard's mongot.
 
-Not modelled: chunk migrations and the balancer, orphans, transactions, read concern, zones
-other than by chunk owners, chunk bounds on a compound key's later fields, a collection's
-default collation, ``$ne``/``$nin``/``$not`` bounds (none: every shard).
+Chunk migrations: ``move_chunk`` commits one at once (routing changes; the orphans a migration
+leaves are set apart, ``orphans``). Not modelled: the balancer, the migration's own steps,
+transactions, read concern, zones other than by chunk owners, chunk bounds on a compound
+key's later fields, a collection's default collation, ``$ne``/``$nin``/``$not`` bounds (none: every shard).
 """
 
 from __future__ import annotations
@@ -675,6 +676,16 @@ class Cluster:
                 data.create_index([(f, "hashed" if f == name and hashed else 1) for f in sns.fields])
             self.sharded[full_name] = sns
         return sns
+
+    def move_chunk(self, full_name: str, chunk: int, to: str) -> None:
+        """``moveRange`` of chunk ``chunk`` to shard ``to``, committed at once. One backend holds every
+        document (a shard is the owner of its chunks), so a move changes routing only, as a committed
+        migration does to what mongos sees; the copies it leaves behind are ``orphans``, set apart."""
+        with self.lock:
+            sns = self.sharded[full_name]
+            if to not in self.shards:
+                raise ValueError(f"no shard {to!r}")
+            sns.owners[chunk] = to
 
     def refine_shard_key(self, full_name: str, key: Mapping[str, Any]) -> ShardedNs:
         """``refineCollectionShardKey``: the new key starts with the current one and adds ranged

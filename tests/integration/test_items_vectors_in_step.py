@@ -316,8 +316,9 @@ ROUNDS, OPS_PER_ROUND = 25, 8
 @pytest.mark.parametrize("version", ["7.0.12", "8.0.4"])
 def test_randomized_writers_leave_every_listed_hash_backed(version: str) -> None:
     """Four threads on two store instances and two tasks of an async store, on one cluster (the mongos
-    double: each operation atomic, plans interleaved, each call delayed up to 1 ms), 25 rounds of 8
-    operations each over two keys, with sweeps: after every round every listed hash has its vector;
+    double: each operation atomic, plans interleaved, each call delayed up to 1 ms, a chunk of each
+    collection moved to another shard mid-round), 25 rounds of 8 operations each over two keys, with
+    sweeps: after every round every listed hash has its vector;
     at the end, once ``VECTOR_GRACE`` has passed, the sweep leaves no vector that no item lists."""
     c = cluster(version)
     ttl: Any = {"refresh_on_read": True}
@@ -375,9 +376,14 @@ def test_randomized_writers_leave_every_listed_hash_backed(version: str) -> None
     for t in threads:
         t.start()
     broken: list[tuple[int, list[tuple[str, str]]]] = []
+    moves = random.Random(7)
     try:
         for r in range(ROUNDS):
             rounds.wait()
+            time.sleep(0.002)
+            for name in ("app.memories", "app.memories_vectors"):  # a chunk changes shards mid-round
+                sns = c.sharded[name]
+                c.move_chunk(name, moves.randrange(len(sns.owners)), moves.choice(c.shards))
             rounds.wait()  # every writer is between two rounds: nothing in flight
             missing, _stale = asyncio.run(out_of_step(check))
             if missing:

@@ -401,3 +401,18 @@ def test_recency_on_the_local_store_ranks_the_newer_of_two_equals_first(tmp_path
     plain.put(("x",), "a-old", {"text": "same words"})
     plain.put(("x",), "b-new", {"text": "same words"})
     assert [i.key for i in plain.search(("x",), query="same words")][:2] == ["a-old", "b-new"]  # ties by key
+
+
+def test_a_status_without_consistency_counts_reads_no_item(tmp_path: Path) -> None:
+    """``status(consistency=False)`` (what ``mongostore setup`` and the demo print) leaves out the two
+    counts that read every item and vector: a quick look at a large store."""
+    store = MongoStore.local(tmp_path, index=index())
+    store.setup()
+    store.batch([PutOp(("t",), f"k{i}", {"text": f"memory {i}"}) for i in range(20)])
+    seen = _statements(store.collection.engine)  # type: ignore[attr-defined]
+    quick = store.status(consistency=False)
+    assert (quick["items"], quick["vectors"]) == (20, 20)
+    assert quick["items_missing_vectors"] is None and quick["stale_vectors"] is None
+    assert not [s for s in seen if s.startswith("SELECT") and ("inc" in s or "doc" in s)]
+    full = store.status()
+    assert (full["items_missing_vectors"], full["stale_vectors"]) == (0, 0)

@@ -61,6 +61,7 @@ class WriteOutcome:
     errors: list[tuple[int, str]] = field(default_factory=list)  # (request index, message)
     deleted: int = 0  # items deleted
     vectors_deleted: int = 0
+    items_matched: int = 0  # items updated or inserted (matched or upserted) by the items' update requests
 
 
 @dataclass(frozen=True)

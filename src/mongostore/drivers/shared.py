@@ -177,7 +177,8 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
         # One client-level bulk_write: each model names its collection (``db.coll``). Its
         # deleted_count sums every collection: count each one's deletions from the per-request results.
         models = [_model(r, io.coll(r.role).full_name) for r in requests]
-        verbose = any(r.kind.startswith("delete") for r in requests)
+        # Per-request results where a count matters: deletions, and an item write that may match nothing.
+        verbose = any(r.kind.startswith("delete") or (r.role == "items" and not r.upsert) for r in requests)
         try:
             res = yield io.items.database.client.bulk_write(models, ordered=False, verbose_results=verbose)
         except ClientBulkWriteException as exc:
@@ -189,7 +190,15 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
         counts = {"items": 0, "vectors": 0}
         for i, r in per_request.items():
             counts[requests[int(i)].role] += int(r.deleted_count)
-        return WriteOutcome([], counts["items"], counts["vectors"])
+        updates = (getattr(res, "update_results", None) or {}) if verbose else {}
+        matched = sum(
+            int(r.matched_count) + (1 if r.upserted_id is not None else 0)
+            for i, r in updates.items()
+            if requests[int(i)].role == "items"
+        )
+        if not verbose:
+            matched = sum(1 for r in requests if r.role == "items" and r.kind.startswith("update"))  # all upserts
+        return WriteOutcome([], counts["items"], counts["vectors"], matched)
     # One bulk_write per collection, at once. Their order does not matter: a vector counts only
     # while its item lists its text hash, so a search never returns a stale match, and the next
     # put (which compares with the stored vectors' hashes) repairs a half-done write.
@@ -198,21 +207,24 @@ def _write(io: IOBase, step: steps.Write) -> Handler:
         groups.setdefault(req.role, []).append(i)
     roles = list(groups)
     done = yield All(tuple(_bulk(io, requests, role, groups[role]) for role in roles))
-    deleted = {role: d for role, (_, d) in zip(roles, done, strict=True)}
-    errors = [e for errs, _ in done for e in errs]
-    return WriteOutcome(errors, deleted.get("items", 0), deleted.get("vectors", 0))
+    deleted = {role: d for role, (_, d, _) in zip(roles, done, strict=True)}
+    updated = {role: m for role, (_, _, m) in zip(roles, done, strict=True)}
+    errors = [e for errs, _, _ in done for e in errs]
+    return WriteOutcome(errors, deleted.get("items", 0), deleted.get("vectors", 0), updated.get("items", 0))
 
 
 def _bulk(io: IOBase, requests: tuple[WriteRequest, ...], role: Role, indexes: list[int]) -> Handler:
-    """(errors by request index, documents deleted)."""
+    """(errors by request index, documents deleted, documents matched or upserted by updates)."""
     try:
         res = yield io.coll(role).bulk_write([_model(requests[i]) for i in indexes], ordered=False)
     except BulkWriteError as exc:
         details: Any = exc.details or {}
         if details.get("writeConcernErrors") or not details.get("writeErrors"):
             raise
-        return [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]], 0
-    return [], int(getattr(res, "deleted_count", 0) or 0)
+        errors = [(indexes[e["index"]], str(e.get("errmsg", e))) for e in details["writeErrors"]]
+        return errors, 0, int(details.get("nMatched", 0) or 0) + len(details.get("upserted") or [])
+    matched = int(getattr(res, "matched_count", 0) or 0) + int(getattr(res, "upserted_count", 0) or 0)
+    return [], int(getattr(res, "deleted_count", 0) or 0), matched
 
 
 def _create_indexes(io: IOBase, step: steps.CreateIndexes) -> Handler:

@@ -207,7 +207,7 @@ def run_demo(
     if getattr(store, "index_config", None) is None:
         raise ValueError("the demo needs semantic search: give the store an index (e.g. --embed hashing)")
     store.setup()
-    search_path = str(store.status().get("search_path"))
+    search_path = str(store.status(consistency=False).get("search_path"))
     namespace = (user_id, "memories")
     turns, memories, check = asyncio.run(_conversation(store, namespace, atlas=search_path == "atlas"))
     notes: list[str] = []

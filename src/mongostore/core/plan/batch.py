@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
-from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, Op, PutOp, Result, SearchOp
 
 from mongostore.config import IndexSettings
 from mongostore.core import queries as q
@@ -48,6 +48,7 @@ class BatchOutcome:
     stored: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
     write_error: Exception | None = None
     refreshing: set[int] = field(default_factory=set)  # positions of reads whose TTL refresh was written
+    items_matched: int = 0  # items the write updated or inserted (a compare-and-set's answer)
 
     def error_for(self, pos: int, op: Op) -> Exception | None:
         """The exception the caller of op ``pos`` must see, or None: a whole write's error concerns
@@ -369,7 +370,7 @@ def _put_requests(state: BatchState, now: datetime, requests: list[q.WriteReques
             item_requests.extend(r for r in reqs if r.role == "items")
             continue
         hashes = _vector_requests(state, p, at, requests, cached) if index is not None else None
-        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, at, p.ttl, hashes, p.id))
+        item_requests.append(q.put_item_request(p.namespace, p.key, p.value, at, p.ttl, hashes, p.id, p.revision))
     requests.extend(item_requests)
     return cached
 
@@ -419,6 +420,7 @@ def _record(
     state: BatchState, outcome: BatchOutcome, requests: list[q.WriteRequest], written: WriteOutcome, cached: Cached
 ) -> None:
     """What the write's answer means: the vector cache learns what landed, failures are noted per item."""
+    outcome.items_matched = written.items_matched
     cache = state.ctx.vector_cache
     if cache is not None and cache.in_use and cached:  # (Atlas-only stores: no)
         failed = {idx for idx, _ in written.errors}
@@ -435,3 +437,30 @@ def _record(
     # A put whose item write landed and only whose vector write failed: its value is
     # stored, listing hashes with no vectors (unscored until their next put re-embeds).
     outcome.stored = {t for t in outcome.failures if t not in item_failed and state.puts[t].value is not None}
+
+
+def put_if_unchanged_plan(op: PutOp, expected: q.Revision, ctx: PlanContext) -> Plan[bool]:
+    """``put_if_unchanged``: write ``op`` only if the stored item is still ``expected`` (``ABSENT``: there is
+    none). The item and its stored hashes are read first: a stale ``expected`` costs that read and no
+    embedding call or write. Then the put's usual write, its item write conditional (``put_item_request``):
+    of callers expecting one version, the first write wins and the others match nothing (or, creating,
+    meet a duplicate key). A loser of that race may leave the vectors of its new texts, which no item
+    lists (the sweep removes them, issue 34)."""
+    state = validate_phase([GetOp(op.namespace, op.key, refresh_ttl=False), op], ctx)
+    yield from read_phase(state)
+    current = state.results[0]
+    found = q.Revision(current.created_at, current.updated_at) if isinstance(current, Item) else q.ABSENT
+    if found != expected:
+        return False
+    pending = state.puts[op.namespace, op.key]
+    pending.revision = expected
+    yield from embed_phase(state)
+    outcome: BatchOutcome = yield from write_phase(state)
+    if outcome.write_error is not None:
+        raise outcome.write_error
+    failure = outcome.failures.get((op.namespace, op.key))
+    if failure is not None:
+        if expected is q.ABSENT and "E11000" in failure:  # created by another caller meanwhile
+            return False
+        outcome.raise_any()
+    return outcome.items_matched > 0

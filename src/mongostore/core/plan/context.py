@@ -69,6 +69,7 @@ class PendingPut:
     ttl: float | None
     texts: dict[str, tuple[str, str]]  # its indexed texts, {field: (text, text hash)}
     id: str = ""
+    revision: Any = None  # a compare-and-set's ``queries.Revision`` (None: an unconditional put)
 
     def __post_init__(self) -> None:
         self.id = item_id(self.namespace, self.key)

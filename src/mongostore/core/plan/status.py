@@ -69,7 +69,7 @@ def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan[l
 
 
 def status_plan(
-    index: IndexSettings | None, vectors_collection: str, items_collection: str = ""
+    index: IndexSettings | None, vectors_collection: str, items_collection: str = "", consistency: bool = True
 ) -> Plan[dict[str, Any]]:
     """What ``mongostore doctor`` prints: server, search path, indexes, counts.
 
@@ -78,6 +78,7 @@ def status_plan(
     documents no item lists (a delete or re-put within ``VECTOR_GRACE`` of the item's last write,
     a writer that lost a race): the sweep removes those not written for ``VECTOR_GRACE``.
     ``cluster``: behind mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
+    ``consistency=False``: those two counts, which read every item and vector, are left out (None).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     cluster: dict[str, Any] | None = None  # None off mongos
@@ -91,8 +92,10 @@ def status_plan(
             keys = {role: dict(zip(fields, verdict, strict=True)) for role, verdict in verdicts.items()}
             cluster = {"mongos": True, "shard_keys": keys}
     steps: list[Step] = [Count("items", {}), ListIndexes("items")]
+    scan = index is not None and consistency
     if index is not None:
         steps += [Count("vectors", {}), ListIndexes("vectors")]
+    if scan:
         if caps.emulated:  # an engine in this process: two plain reads, no $lookup per item
             steps += [
                 Find("items", {}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
@@ -106,9 +109,9 @@ def status_plan(
     items, item_indexes, *more = yield Parallel(tuple(steps))
     vectors, vector_indexes, *found = more or (None, None)
     missing = stale = 0
-    if index is not None and caps.emulated:
+    if scan and caps.emulated:
         missing, stale = q.items_missing_vectors(*found), len(q.unlisted_vectors(*found))
-    elif index is not None:
+    elif scan:
         missing, stale = (sum(d["n"] for d in counted) for counted in found)
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
@@ -125,8 +128,8 @@ def status_plan(
         "vectors": vectors,
         "vector_indexes": vector_indexes,
         "vector_search_index": search_index,
-        "items_missing_vectors": int(missing) if index is not None else None,
-        "stale_vectors": int(stale) if index is not None else None,
+        "items_missing_vectors": int(missing) if scan else None,
+        "stale_vectors": int(stale) if scan else None,
         "detail": caps.detail,
         "cluster": cluster,
     }

@@ -6,7 +6,7 @@ import functools
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 import numpy as np
@@ -39,8 +39,13 @@ def put_item_request(
     ttl_minutes: float | None,
     vector_hashes: list[str] | None,
     iid: str = "",
+    revision: Revision | None = None,
 ) -> WriteRequest:
     """Upsert of one item as an update pipeline, so no read is needed to order writes.
+
+    ``revision`` (a compare-and-set, ``put_if_unchanged``): the write lands only on the item as it was
+    read, its ``created_at`` and ``updated_at`` (``Revision``), matching nothing otherwise; or, for
+    ``ABSENT``, only where there is no item (an upsert that finds one fails with a duplicate key).
 
     ``updated_at`` becomes the later of ``now`` and the stored ``updated_at`` plus one millisecond (BSON dates hold
     milliseconds): every write of an item moves it forward, however close together two writes land. ``created_at`` is
@@ -74,9 +79,28 @@ def put_item_request(
     if unset:
         # $project with exclusions is $unset's older spelling (mongomock 4.3 lacks $unset).
         pipeline.append({"$project": {name: 0 for name in unset}})
-    return WriteRequest(
-        "items", "update_one", {"_id": iid or item_id(namespace, key)}, pipeline, upsert=True, item=(namespace, key)
-    )
+    filt: dict[str, Any] = {"_id": iid or item_id(namespace, key)}
+    if revision is ABSENT:
+        filt["created_at"] = {"$exists": False}
+    elif revision is not None:
+        filt.update(created_at=revision.created_at, updated_at=revision.updated_at)
+    upsert = revision is None or revision is ABSENT
+    return WriteRequest("items", "update_one", filt, pipeline, upsert=upsert, item=(namespace, key))
+
+
+@dataclass(frozen=True)
+class Revision:
+    """Which stored item a compare-and-set expects: its ``created_at`` and ``updated_at``. Every write
+    of an item moves ``updated_at`` forward (by a millisecond at least, ``put_item_request``), and a
+    deleted then re-created item has a new ``created_at`` (unless both happened within the very
+    millisecond the first was created in): together they name one version of the item."""
+
+    created_at: datetime
+    updated_at: datetime
+
+
+#: A compare-and-set that expects no item (create only).
+ABSENT = Revision(datetime.min.replace(tzinfo=timezone.utc), datetime.min.replace(tzinfo=timezone.utc))
 
 
 # How long a vector document is kept after its last write when no item may list it (docs/decisions.md,
