@@ -14,6 +14,7 @@ import collections
 import json
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -90,6 +91,9 @@ class LocalChangeStream:
         self._ending = False  # a drop was read: an invalidate event follows, then the stream ends
         latest = coll.log_changes()  # from now on, every write to the collection is logged
         self._conn: sqlite3.Connection | None = coll.engine.connect()
+        # A stream dropped unclosed closes its connection when collected (Python 3.13 warns of any
+        # connection collected open).
+        self._closer = weakref.finalize(self, self._conn.close)
         self.alive = True
         if start_after is None:
             self._seen = latest
@@ -140,9 +144,8 @@ class LocalChangeStream:
 
     def close(self) -> None:
         self.alive = False
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        self._conn = None
+        self._closer()  # closes the connection, once
 
     def __enter__(self) -> LocalChangeStream:
         return self
