@@ -328,6 +328,8 @@ def write_phase(state: BatchState) -> Plan[BatchOutcome]:
     Items and vectors stay in step under any interleaving of writers (docs/decisions.md, issue 34):
     a put lists only hashes whose whole vector documents this write (re)writes, and removes only
     vector documents not written for ``VECTOR_GRACE``."""
+    if not state.puts and not state.refresh:  # reads only: nothing to write
+        return BatchOutcome(state.results)
     now = state.ctx.clock()
     put_ids = {p.id for p in state.puts.values()}
     refresh = {iid: ttl for iid, ttl in state.refresh.items() if iid not in put_ids}  # a put is rewritten
