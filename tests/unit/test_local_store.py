@@ -409,10 +409,12 @@ def test_a_status_without_consistency_counts_reads_no_item(tmp_path: Path) -> No
     store = MongoStore.local(tmp_path, index=index())
     store.setup()
     store.batch([PutOp(("t",), f"k{i}", {"text": f"memory {i}"}) for i in range(20)])
+    store.put(("t",), "plain", {"text": "not embedded"}, index=False)
     seen = _statements(store.collection.engine)  # type: ignore[attr-defined]
     quick = store.status(consistency=False)
-    assert (quick["items"], quick["vectors"]) == (20, 20)
+    assert (quick["items"], quick["vectors"]) == (21, 20)
     assert quick["items_missing_vectors"] is None and quick["stale_vectors"] is None
+    assert quick["items_without_vectors"] is None
     assert not [s for s in seen if s.startswith("SELECT") and ("inc" in s or "doc" in s)]
     full = store.status()
-    assert (full["items_missing_vectors"], full["stale_vectors"]) == (0, 0)
+    assert (full["items_missing_vectors"], full["stale_vectors"], full["items_without_vectors"]) == (0, 0, 1)

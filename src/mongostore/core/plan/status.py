@@ -78,7 +78,9 @@ def status_plan(
     documents no item lists (a delete or re-put within ``VECTOR_GRACE`` of the item's last write,
     a writer that lost a race): the sweep removes those not written for ``VECTOR_GRACE``.
     ``cluster``: behind mongos, each collection's shard key with its verdict (``queries.shard_key_verdict``).
-    ``consistency=False``: those two counts, which read every item and vector, are left out (None).
+    ``items_without_vectors``: items that list no text hash (put with ``index=False``, no text at the
+    indexed fields). ``consistency=False``: these counts, which read every item and vector, are left
+    out (None).
     """
     caps: Capabilities = yield Probe(index.index_name if index is not None else "")
     cluster: dict[str, Any] | None = None  # None off mongos
@@ -105,14 +107,17 @@ def status_plan(
             steps += [
                 Aggregate("items", q.missing_vectors_pipeline(vectors_collection)),
                 Aggregate("vectors", [*q.stale_vectors_pipeline(items_collection, None), {"$count": "n"}]),
+                Count("items", {"vectors": {"$exists": False}}),
             ]
     items, item_indexes, *more = yield Parallel(tuple(steps))
     vectors, vector_indexes, *found = more or (None, None)
-    missing = stale = 0
+    missing = stale = unvectored = 0
     if scan and caps.emulated:
         missing, stale = q.items_missing_vectors(*found), len(q.unlisted_vectors(*found))
+        unvectored = sum(1 for d in found[0] if "vectors" not in d)
     elif scan:
-        missing, stale = (sum(d["n"] for d in counted) for counted in found)
+        missing, stale = (sum(d["n"] for d in counted) for counted in found[:2])
+        unvectored = found[2]
     search_index: dict[str, Any] | None = None
     if index is not None and (caps.vector_search or caps.search_commands):
         found = yield ListSearchIndexes("vectors", index.index_name)
@@ -130,6 +135,7 @@ def status_plan(
         "vector_search_index": search_index,
         "items_missing_vectors": int(missing) if scan else None,
         "stale_vectors": int(stale) if scan else None,
+        "items_without_vectors": int(unvectored) if scan else None,
         "detail": caps.detail,
         "cluster": cluster,
     }

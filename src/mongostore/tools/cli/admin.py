@@ -111,7 +111,7 @@ def _doctor_findings(ctx: Ctx, status: Mapping[str, Any]) -> tuple[list[str], li
                 problems.append("the Atlas vector search index does not exist: run `mongostore setup`")
             elif idx.get("queryable") is not True:
                 problems.append(f"the Atlas vector search index is not queryable yet (status {idx.get('status')})")
-        unvectored = ctx.store.collection.count_documents({"vectors": {"$exists": False}})
+        unvectored = status.get("items_without_vectors")
         if unvectored:
             info.append(
                 f"{unvectored} item(s) have no vectors (put with index=False, no text at the indexed fields, "
