@@ -106,3 +106,29 @@ def test_ctrl_c_stops_watch_cleanly(tmp_path: Path) -> None:
     assert [json.loads(line)["key"] for line in out.splitlines()] == ["k1"]
     err = err_path.read_text()
     assert "stopped after 1 change(s)" in err and "Traceback" not in err
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_ctrl_c_is_also_a_flag_the_watch_loop_reads() -> None:
+    """Python drops a KeyboardInterrupt raised inside a finalizer ("Exception ignored in ..."); the watch
+    loop also reads a flag the handler sets, so a Ctrl-C landing there still stops it. The handler is put
+    back afterwards."""
+    from mongostore.tools.cli.watch import _CtrlC
+
+    before = signal.getsignal(signal.SIGINT)
+    flag = _CtrlC()
+    assert not flag.is_set()
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered while this finalizer runs: its exception is dropped
+            time.sleep(0.05)
+
+    try:
+        Finalized()
+        time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    assert flag.is_set()
+    flag.restore()
+    assert signal.getsignal(signal.SIGINT) is before

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -62,8 +64,11 @@ def cmd_watch(ctx: Ctx) -> int:
     seen = 0
     feed = ctx.store.watch(a.prefix_ns, start_after=a.token)
     ctx.warn(f"watching {format_namespace(a.prefix_ns)} in {ctx.where} (Ctrl-C stops)")  # stderr: once open
+    stopping = _CtrlC()
     try:
         while (a.count is None or seen < a.count) and (deadline is None or time.monotonic() < deadline):
+            if stopping.is_set():
+                break
             change = feed.try_next()  # waits up to about a second: --seconds and Ctrl-C are seen in time
             if change is None:
                 if not feed.alive:
@@ -75,8 +80,31 @@ def cmd_watch(ctx: Ctx) -> int:
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a watch ends: not an error
     finally:
+        stopping.restore()
         token = feed.resume_token
         feed.close()
     resume = f" (go on with --start-after '{dumps(dict(token))}')" if token is not None else ""
     ctx.warn(f"stopped after {seen:,} change(s){resume}")
     return EXIT_OK
+
+
+class _CtrlC:
+    """Ctrl-C during a watch: a flag the loop reads (each wait lasts at most about a second) besides the
+    usual KeyboardInterrupt, which Python drops when it lands in a finalizer (then the flag still stops)."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._installed = threading.current_thread() is threading.main_thread()  # (signals: main thread only)
+        self._previous: Any = signal.signal(signal.SIGINT, self._handle) if self._installed else None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self._set = True
+        raise KeyboardInterrupt
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def restore(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.SIG_DFL)
+            self._installed = False
