@@ -84,16 +84,25 @@ def _matches(filt: Any, doc: Any) -> bool:
 
 def _string_equal(doc: Any, path: str, want: str) -> Any:
     """``{path: want}`` on ``doc`` (True / False), or ``_FALLBACK`` where an array lies on the way."""
-    value = doc
-    for part in path.split("."):
-        if type(value) is list:
-            return _FALLBACK
-        if not isinstance(value, dict):
-            return False
-        value = value.get(part)
+    value = _through(doc, path.split("."))
+    if value is _FALLBACK:
+        return _FALLBACK
     if type(value) is list:
         return any(type(v) is str and v == want for v in value)
     return type(value) is str and value == want
+
+
+def _through(doc: Any, parts: Sequence[str]) -> Any:
+    """The value at a dotted path through sub-documents (None where it is missing), or ``_FALLBACK`` where
+    an array lies on the way (MongoDB maps the rest of the path over its elements: mongomock decides)."""
+    value = doc
+    for part in parts:
+        if type(value) is list:
+            return _FALLBACK
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
 
 
 def _sort_key(name: str, doc: Any) -> Any:
@@ -751,12 +760,8 @@ class LocalCollection:
         parts = path.split(".")
         counts: dict[str | None, int] = {}
         for doc, _, _ in self._scan(state, table, filt):
-            value: Any = doc
-            for part in parts:
-                if isinstance(value, list):  # MongoDB maps the rest of the path over it: an array, not a string
-                    return None
-                value = value.get(part) if isinstance(value, dict) else None
-            if type(value) is not str and value is not None:
+            value = _through(doc, parts)
+            if type(value) is not str and value is not None:  # an array on the way (_FALLBACK) too
                 return None
             counts[value] = counts.get(value, 0) + 1
         return [{"_id": value, **dict.fromkeys(fields, n)} for value, n in counts.items()]
