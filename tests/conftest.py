@@ -35,6 +35,7 @@ import pytest
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.drivers.mongomock_compat import in_memory_collection
+from mongostore.tools.embeddings import HashingEmbeddings
 
 sys.path.insert(0, str(Path(__file__).parent))  # so tests can import fakes.*
 
@@ -355,6 +356,21 @@ SEMANTIC_BACKENDS = [
     "sync-real",
     "async-real",
 ]
+
+
+class CountingEmbeddings(HashingEmbeddings):
+    """The tests' hashing embedder, counting the texts it embeds (an unchanged re-put embeds none)."""
+
+    def __init__(self, dims: int) -> None:
+        super().__init__(dims)
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return super().embed_documents(texts)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
 
 
 def text_index(embed: Any, fields: list[str] | None = None, **extra: Any) -> dict[str, Any]:

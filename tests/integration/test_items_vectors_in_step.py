@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CountingEmbeddings
 from fakes.mongos import Cluster
 from langgraph.store.base import GetOp, Op, PutOp, SearchOp
 
@@ -37,21 +38,6 @@ from mongostore.tools.embeddings import HashingEmbeddings
 NS = ("users", "alice", "memories")
 SPLITS = ["users.c", "users.e"]
 Store = MongoStore | AsyncMongoStore
-
-
-class CountingEmbeddings(HashingEmbeddings):
-    """Counts the texts it embeds (an unchanged re-put embeds none)."""
-
-    def __init__(self, dims: int) -> None:
-        super().__init__(dims)
-        self.texts: list[str] = []
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.texts += texts
-        return super().embed_documents(texts)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
 
 
 def index(emb: HashingEmbeddings) -> dict[str, Any]:

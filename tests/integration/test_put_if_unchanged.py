@@ -8,24 +8,11 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import MakeStore, StoreAPI
+from conftest import CountingEmbeddings, MakeStore, StoreAPI
 from langgraph.store.base import Item
 
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.tools.embeddings import HashingEmbeddings
-
-
-class CountingEmbeddings(HashingEmbeddings):
-    def __init__(self, dims: int) -> None:
-        super().__init__(dims)
-        self.texts: list[str] = []
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.texts += texts
-        return super().embed_documents(texts)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
 
 
 async def cas(api: StoreAPI, key: str, value: dict[str, Any], expected: Item | None, **kw: Any) -> bool:

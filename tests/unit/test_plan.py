@@ -346,16 +346,33 @@ def test_validation_errors_come_before_any_step(bad_op: Any, error: type[Excepti
 # --------------------------------------------------------------------------- semantic batches
 
 
-def test_an_agent_step_makes_one_embedding_call_between_its_two_reads() -> None:
-    """1 search + 3 puts + 2 gets on Atlas (issue 35): the reads that need no vector (the gets, the
-    stored hashes), one embedding call for the query and the new texts together, the $vectorSearch
-    page, one write: as many round trips as before, one embedding call fewer."""
+def drive_semantic(ops: list[Any], vector_search: bool) -> tuple[list[Step], list[Any]]:
+    """A batch on an index of 8 dims, a server with or without ``$vectorSearch``, the hashing embedder."""
     from mongostore.config import index_settings
     from mongostore.core.steps import Capabilities, Embed, Probe
     from mongostore.tools.embeddings import HashingEmbeddings
 
     index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
     context = PlanContext("memories", index, None, NOW, clock=lambda: NOW)
+    caps = Capabilities("8.0", emulated=False, vector_search=vector_search, client_bulk_write=vector_search)
+    base = canned()
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, Probe):
+            return caps
+        if isinstance(step, Embed):
+            return HashingEmbeddings(8).embed_documents(list(step.texts))
+        return base(step)
+
+    return drive(ops, answer, context)
+
+
+def test_an_agent_step_makes_one_embedding_call_between_its_two_reads() -> None:
+    """1 search + 3 puts + 2 gets on Atlas (issue 35): the reads that need no vector (the gets, the
+    stored hashes), one embedding call for the query and the new texts together, the $vectorSearch
+    page, one write: as many round trips as before, one embedding call fewer."""
+    from mongostore.core.steps import Embed
+
     ops = [
         SearchOp(("u",), query="pizza"),
         PutOp(("u",), "a", {"text": "I like pizza"}),
@@ -364,16 +381,7 @@ def test_an_agent_step_makes_one_embedding_call_between_its_two_reads() -> None:
         GetOp(("u",), "a"),
         GetOp(("u",), "z"),
     ]
-    base = canned()
-
-    def answer(step: Step) -> Any:
-        if isinstance(step, Probe):
-            return Capabilities("8.0", emulated=False, vector_search=True, client_bulk_write=True)
-        if isinstance(step, Embed):
-            return HashingEmbeddings(8).embed_documents(list(step.texts))
-        return base(step)
-
-    steps, results = drive(ops, answer, context)
+    steps, results = drive_semantic(ops, vector_search=True)
     kinds = [type(s).__name__ for s in steps]
     assert kinds == ["Probe", "Parallel", "Embed", "Parallel", "Aggregate", "Write"]
     first, embed, second = steps[1:4]
@@ -389,23 +397,10 @@ def test_an_agent_step_makes_one_embedding_call_between_its_two_reads() -> None:
 
 def test_a_local_search_beside_puts_reads_once_and_embeds_once() -> None:
     """Off Atlas the search's candidates need no vector: one read, one embedding call, one write."""
-    from mongostore.config import index_settings
-    from mongostore.core.steps import Capabilities, Embed, Probe
-    from mongostore.tools.embeddings import HashingEmbeddings
+    from mongostore.core.steps import Embed
 
-    index = index_settings({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
-    context = PlanContext("memories", index, None, NOW, clock=lambda: NOW)
     ops = [SearchOp(("u",), query="pizza"), PutOp(("u",), "a", {"text": "I like pizza"})]
-    base = canned()
-
-    def answer(step: Step) -> Any:
-        if isinstance(step, Probe):
-            return Capabilities("7.0", emulated=False, vector_search=False, client_bulk_write=False)
-        if isinstance(step, Embed):
-            return HashingEmbeddings(8).embed_documents(list(step.texts))
-        return base(step)
-
-    steps, _ = drive(ops, answer, context)
+    steps, _ = drive_semantic(ops, vector_search=False)
     assert [type(s).__name__ for s in steps] == ["Probe", "Parallel", "Embed", "Write"]
     assert steps[2] == Embed(("pizza", "I like pizza"))
 
