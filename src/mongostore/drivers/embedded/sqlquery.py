@@ -91,9 +91,27 @@ def _operand(value: Any) -> Any:
     raise _Unplain
 
 
-def _bracket(value: Any) -> str:
-    """The SQL condition keeping a column's values to ``value``'s type (strings or dates)."""
-    return "{c} >= '' AND {c} < X'09'" if isinstance(value, str) else "{c} >= X'09' AND {c} < X'0a'"
+_UPWARD, _DOWNWARD = ("$gt", "$gte"), ("$lt", "$lte")
+
+
+def _bounded(spec: Mapping[str, Any], ops: tuple[str, str], kind: type) -> bool:
+    """Does ``spec`` also bound the field by one of ``ops`` with an operand of this type?"""
+    return any(isinstance(spec.get(op), kind) for op in ops)
+
+
+def _comparison(q: str, op: str, operand: str | datetime, spec: Mapping[str, Any]) -> str:
+    """A comparison kept to the operand's type, as MongoDB's are (a string never compares with a date).
+    A column holds NULL, TEXT or date BLOBs only, so only the side a bound leaves open can reach another
+    type (NULL never compares): above a string lie the dates, below a date the strings. That side is
+    closed by the type's edge, unless ``spec`` bounds it with the same type: then the condition is one
+    range SQLite can seek (an extra edge there made it seek the whole type instead)."""
+    sign = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+    cond = f"{q} {sign} ?"
+    if isinstance(operand, str) and op in _UPWARD and not _bounded(spec, _DOWNWARD, str):
+        cond += f" AND {q} < X'09'"
+    elif isinstance(operand, datetime) and op in _DOWNWARD and not _bounded(spec, _UPWARD, datetime):
+        cond = f"{q} >= X'09' AND {cond}"
+    return f"({cond})"
 
 
 @dataclass
@@ -227,9 +245,8 @@ class _Translator:
             value = _operand(operand)
             if value is None:
                 raise _Unplain  # comparisons with null: MongoDB's rules, not SQL's
-            sign = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
             self.params.append(value)
-            return "(" + _bracket(operand).format(c=q) + f" AND {q} {sign} ?)", True
+            return _comparison(q, op, operand, spec), True
         if op == "$regex":
             if not isinstance(operand, str) or spec.get("$options"):
                 raise _Unplain
