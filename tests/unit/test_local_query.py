@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,27 @@ def test_a_range_reads_only_its_rows(tmp_path: Path) -> None:
         one = steps({name: "k01500"}, 1)
         assert steps({name: {"$gte": "k01500", "$lt": "k01510"}}, 10) < one + 400
         assert steps({name: {"$gt": "k014999", "$lte": "k01509"}}, 10) < one + 400
+
+
+def test_covered_reads_return_mongodbs_projection(tmp_path: Path) -> None:
+    """A read of ``_id`` and included fields only comes from the rows' ``inc``, joined by SQLite into one
+    BLOB, or row by row past SQLite's length limit: the same documents either way, as mongomock's."""
+    docs = [{"_id": f"k{i:03d}", "s": f"s{i % 7}", **({"v": [f"h{i}", i]} if i % 3 else {})} for i in range(200)]
+    ours = LocalCollection(LocalDB(tmp_path, "q"), "c", include=("v",))
+    ours.create_index([("s", 1)])
+    ours.insert_many([dict(d) for d in docs])
+    theirs = mongomock.MongoClient(tz_aware=True)["q"]["c"]
+    theirs.insert_many([dict(d) for d in docs])
+    projection = {"_id": 1, "v": 1}
+    for filt in ({}, {"s": "s3"}, {"_id": {"$gte": "k050", "$lt": "k090"}}, {"s": "none"}):
+        expected = sorted(theirs.find(filt, projection), key=lambda d: d["_id"])
+        assert sorted(ours.find(filt, projection), key=lambda d: d["_id"]) == expected
+        with ours.engine.reading() as state:
+            state.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 2000)  # below the joined BLOB, above each row
+            try:
+                assert sorted(ours.find(filt, projection), key=lambda d: d["_id"]) == expected
+            finally:
+                state.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
 
 
 PIPELINES: list[list[dict[str, Any]]] = [

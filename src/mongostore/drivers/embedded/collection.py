@@ -141,6 +141,18 @@ def _undbref(value: Any) -> Any:
     return value
 
 
+def _concatenated(state: _Thread, rest: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    """The ``inc`` documents of ``SELECT ... {rest}``, in no particular order, SQLite joining them into one
+    BLOB: one row to fetch, one call to bson's decoder (10,000 rows: 15 -> 9 ms). Past SQLite's length
+    limit (a billion bytes by default), row by row."""
+    sql = f"SELECT CAST(group_concat(COALESCE(inc, ?), X'') AS BLOB) FROM (SELECT inc {rest})"
+    try:
+        (joined,) = state.conn.execute(sql, [_EMPTY_BSON, *params]).fetchone()
+    except sqlite3.DataError:  # SQLITE_TOOBIG
+        return decode_many([blob for (blob,) in state.conn.execute(f"SELECT inc {rest}", params)])
+    return decode_many([joined]) if joined else []
+
+
 def _id_key(value: Any) -> Any:
     """The ``id`` column's value: the plain value, else a BLOB above every date that only it equals."""
     if isinstance(value, (str, datetime)):
@@ -479,7 +491,8 @@ class LocalCollection:
     ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
         """(document, id key, not-plain fields) of the matches, sorted and paged. ``covered``: only ``_id``
         and these fields are wanted (None: the whole document); when they are included fields, and so are
-        the fields of what SQL leaves to decide, the rows' ``inc`` is read, not their documents."""
+        the fields of what SQL leaves to decide, the rows' ``inc`` is read, not their documents (and the id
+        key may be None)."""
         t = sq.translate(filt, table.usable)
         order = sq.order_by(sort, table.usable)
         rest = f'FROM "{table.tbl}" WHERE {t.where}' + (order or "")
@@ -494,12 +507,15 @@ class LocalCollection:
             if coverable and (residual is None or (sq.filter_fields(residual) or {"$"}) <= include | {"_id"}):
                 if residual is None:
                     rest, params = paged, paged_params
-                rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
                 docs: Iterable[tuple[dict[str, Any], Any, str | None]]
                 if not table.include:  # no inc column values: the ``_id`` s alone
-                    docs = [({"_id": _from_id(key)}, key, None) for _, key in rows]
-                else:
+                    keys = state.conn.execute(f"SELECT id {rest}", params).fetchall()
+                    docs = [({"_id": _from_id(key)}, key, None) for (key,) in keys]
+                elif order:
+                    rows = state.conn.execute(f"SELECT inc, id {rest}", params).fetchall()
                     docs = zip(decode_many([r[0] for r in rows]), [r[1] for r in rows], itertools.repeat(None))
+                else:
+                    docs = zip(_concatenated(state, rest, params), itertools.repeat(None), itertools.repeat(None))
                 if residual is None:
                     yield from docs
                 else:
