@@ -361,11 +361,13 @@ def test_counts_by_a_field_of_strings_need_no_mongomock(tmp_path: Path, monkeypa
         {"_id": {"$ifNull": ["$value.kind", None]}, "items": {"$sum": 1}},
         {"_id": "$value.kind", "items": {"$sum": 1}, "also": {"$sum": 1}},
     ]
-    for extra in ([], awkward):
-        ours = LocalCollection(LocalDB(tmp_path, f"k{len(extra)}"), "c")
+    for extra, columns in itertools.product(([], awkward), ((), ("value.kind",))):
+        ours = LocalCollection(LocalDB(tmp_path, f"k{len(extra)}{len(columns)}"), "c", columns=columns)
         ours.insert_many([dict(d) for d in docs + extra])
         theirs = mongomock.MongoClient(tz_aware=True)["k"]["c"]
         theirs.insert_many([dict(d) for d in docs + extra])
+        seen: list[str] = []
+        ours.engine._thread().conn.set_trace_callback(seen.append)
         with monkeypatch.context() as patch:
             if not extra:
                 _ours_only(patch)
@@ -373,6 +375,10 @@ def test_counts_by_a_field_of_strings_need_no_mongomock(tmp_path: Path, monkeypa
                 got = _rows(ours.aggregate([{"$group": group}]))
                 assert got == _rows(theirs.aggregate([{"$group": group}]))
                 assert got
+        ours.engine._thread().conn.set_trace_callback(None)
+        # In a column (the local store keeps ``value.kind`` in one), strings and null are counted in SQL.
+        reads_docs = [s for s in seen if "doc" in s.split("FROM")[0]]
+        assert bool(reads_docs) == (not columns or bool(extra))
 
 
 def test_growth_per_period_is_grouped_in_sql(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,6 +389,10 @@ def test_growth_per_period_is_grouped_in_sql(tmp_path: Path, monkeypatch: pytest
     from mongostore.tools.analytics.pipelines import growth_pipeline
 
     dates = [T0 + timedelta(days=d, hours=h) for d in (-400, -4, -3, 0, 1, 6, 7, 30, 364, 368) for h in (0, 23)]
+    # Around midnights that start a year and a month (T0), a week (a Monday) and a day: each trio lies in
+    # one of SQL's buckets of 2**24 ms, which is then split at midnight.
+    ms = timedelta(milliseconds=1)
+    dates += [m + d for m in (T0, T0 + timedelta(days=4), T0 + timedelta(days=5)) for d in (-ms, 0 * ms, ms)]
     docs = [
         {"_id": f"{i:02d}", "created_at": at, "updated_at": at + timedelta(days=i % 3)} for i, at in enumerate(dates)
     ]
@@ -402,6 +412,7 @@ def test_growth_per_period_is_grouped_in_sql(tmp_path: Path, monkeypatch: pytest
         assert [{k: _rows(v) for k, v in d.items()} for d in got] == [{k: _rows(v) for k, v in d.items()} for d in want]
         assert got[0]["created"]
     assert not [s for s in seen if "doc" in s.split("FROM")[0]]
+    assert not [s for s in seen if "mongo_date_string" in s]  # day formats: once per bucket, in Python
     ours.insert_one({"_id": "none", "created_at": None, "updated_at": T0})
     ours.insert_one({"_id": "missing", "updated_at": T0})
     (growth,) = ours.aggregate(growth_pipeline("month"))

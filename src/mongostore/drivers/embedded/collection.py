@@ -745,6 +745,8 @@ class LocalCollection:
             missing = f'SELECT 1 FROM "{table.tbl}" WHERE ({t.where}) AND "{col}" IS NULL LIMIT 1'
             if state.conn.execute(missing, t.params).fetchone():
                 return None
+        if group.by_day is not None:
+            return self._grouped_by_day(state, table, t, group)
         key = [group.by] if group.by else []
         sql = f'SELECT {", ".join([*key, *group.select, "count(*)"])} FROM "{table.tbl}" WHERE {t.where}'
         if group.by:
@@ -762,6 +764,42 @@ class LocalCollection:
                 {"_id": _from_column(row[0]) if group.by else None, **dict(zip(group.fields, values, strict=True))}
             )
         return out
+
+    def _grouped_by_day(
+        self, state: _Thread, table: Table, t: sq.Translation, group: sq.GroupSQL
+    ) -> list[dict[str, Any]] | None:
+        """A group by a format of a date column's day, its sums added up from SQL's groups by the column's
+        leading bytes (``sqlquery.DATE_BUCKET``: each spans under a day), so that the format runs once per
+        bucket, not once per row: a bucket whose first and last dates format alike is one group (every day
+        between them formats so); one across two days that format apart is split at midnight in SQL."""
+        assert group.by_day is not None
+        col, fmt = group.by_day
+        sums = [*group.select, "count(*)"]
+        where = f'FROM "{table.tbl}" WHERE {t.where}'
+        bucket = f'substr("{col}", 1, {sq.DATE_BUCKET})'
+        sql = f'SELECT min("{col}"), max("{col}"), {", ".join(sums)} {where} GROUP BY {bucket}'
+        out: dict[str | None, list[int]] = {}
+
+        def add(name: str | None, values: Sequence[int]) -> None:
+            if values[-1]:  # no document, no group
+                total = out.setdefault(name, [0] * len(values))
+                for i, v in enumerate(values):
+                    total[i] += v
+
+        try:
+            for first, last, *values in state.conn.execute(sql, [*group.params, *t.params]).fetchall():
+                early, late = sq.date_string(first, fmt), sq.date_string(last, fmt)
+                if early == late:
+                    add(early, values)
+                    continue
+                midnight = sq.day_start_key(last)
+                split = f'SELECT "{col}" >= ?, {", ".join(sums)} {where} AND {bucket} = ? GROUP BY 1'
+                args = [midnight, *group.params, *t.params, last[: sq.DATE_BUCKET]]
+                for after, *part in state.conn.execute(split, args).fetchall():
+                    add(late if after else early, part)
+        except (ValueError, sqlite3.OperationalError):  # not a date, or out of range: mongomock decides
+            return None
+        return [{"_id": name, **dict(zip(group.fields, values, strict=False))} for name, values in out.items()]
 
     def _counted(
         self, state: _Thread, table: Table, filt: Mapping[str, Any], spec: Mapping[str, Any]

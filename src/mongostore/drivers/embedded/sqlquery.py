@@ -308,6 +308,7 @@ class GroupSQL:
     params: list[Any]
     bare: set[str] = field(default_factory=set)
     key_params: list[Any] = field(default_factory=list)
+    by_day: tuple[str, str] | None = None  # (column, format): ``by`` is a format of the day of a date column
 
 
 _AGG_SIGNS = {"$eq": "=", "$ne": "!=", "$lt": "<", "$lte": "<=", "$gt": ">", "$gte": ">="}
@@ -353,6 +354,17 @@ def _agg_condition(cond: Any, columns: Mapping[str, str], params: list[Any], bar
 _DATE_FORMAT = re.compile(r"(?:[^%]|%[YmdHMSjGVu%])*")
 
 
+#: Dates whose column values share their first ``DATE_BUCKET`` bytes lie within 2**24 ms (4.7 hours) of
+#: each other: on one day or two days in a row.
+DATE_BUCKET = 6
+
+
+def day_start_key(key: bytes) -> bytes:
+    """The column value of the first instant of the (UTC) day of this date column value."""
+    ms = _DATE.unpack(key[1:])[0] - (1 << 63)
+    return DATE_TAG + _DATE.pack(ms - ms % 86_400_000 + (1 << 63))
+
+
 def date_string(key: Any, fmt: str) -> str | None:
     """SQL function ``mongo_date_string(column, format)``: ``$dateToString`` of a date column value; null
     for null or missing, as MongoDB answers. Raises for anything else (a string, a year out of 1000-9999),
@@ -379,11 +391,17 @@ def _format_date(ms: int, fmt: str) -> str:
     return value.strftime(fmt)
 
 
-def _group_key(key: Any, columns: Mapping[str, str], params: list[Any]) -> str | None:
-    """The SQL expression of a ``$group`` ``_id``: a plain column, or ``$dateToString`` of one in UTC with
-    the specifiers ``_DATE_FORMAT`` allows; raises ``_Unplain`` for anything else."""
+def _group_key(key: Any, columns: Mapping[str, str], params: list[Any]) -> tuple[str, str | None]:
+    """The SQL expression of a ``$group`` ``_id``: a plain column (or ``{$ifNull: [column, null]}``: the
+    column holds NULL for null and missing alike, and a group by ``"$f"`` makes them one group too), or
+    ``$dateToString`` of one in UTC with the specifiers ``_DATE_FORMAT`` allows; raises ``_Unplain`` for
+    anything else. Also the column a ``$dateToString`` formats, if it is that."""
+    if isinstance(key, Mapping) and list(key) == ["$ifNull"] and isinstance(key["$ifNull"], list):
+        if key["$ifNull"][1:] != [None]:
+            raise _Unplain
+        key = key["$ifNull"][0]
     if isinstance(key, str) and key.startswith("$") and key[1:] in columns:
-        return f'"{columns[key[1:]]}"'
+        return f'"{columns[key[1:]]}"', None
     if isinstance(key, Mapping) and list(key) == ["$dateToString"] and isinstance(key["$dateToString"], Mapping):
         spec = key["$dateToString"]
         fmt, date = spec.get("format"), spec.get("date")
@@ -396,7 +414,8 @@ def _group_key(key: Any, columns: Mapping[str, str], params: list[Any]) -> str |
             and date.startswith("$")
         ):
             params.append(fmt)
-            return f'mongo_date_string("{columns[date[1:]]}", ?)'
+            col = columns[date[1:]]
+            return f'mongo_date_string("{col}", ?)', col
     raise _Unplain
 
 
@@ -410,11 +429,14 @@ def group_sql(spec: Mapping[str, Any], columns: Mapping[str, str]) -> GroupSQL |
     select: list[str] = []
     params: list[Any] = []
     key_params: list[Any] = []
+    by_day = None
     if key is not None:
         try:
-            by = _group_key(key, columns, key_params)
+            by, date_column = _group_key(key, columns, key_params)
         except _Unplain:
             return None
+        if date_column is not None and not any(f"%{c}" in key_params[0] for c in "HMS"):
+            by_day = (date_column, key_params[0])
     bare: set[str] = set()
     try:
         for name, acc in spec.items():
@@ -440,7 +462,7 @@ def group_sql(spec: Mapping[str, Any], columns: Mapping[str, str]) -> GroupSQL |
             fields.append(name)
     except _Unplain:
         return None
-    return GroupSQL(by, fields, select, params, bare, key_params)
+    return GroupSQL(by, fields, select, params, bare, key_params, by_day)
 
 
 def counted_path(spec: Mapping[str, Any]) -> tuple[str, list[str]] | None:

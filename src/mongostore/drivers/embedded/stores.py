@@ -45,8 +45,10 @@ def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_n
     # What the store reads of every item or vector under a prefix (local ranking, its checks, status):
     # kept in each row's ``inc`` too, so those reads decode no document. (Not ``updated_at``, which only
     # recency ranking reads: every covered read would decode a date per row, and project it away.)
-    # ``created_at``, in a column as indexed fields are: the growth report groups by it.
-    items = LocalCollection(engine, collection_name, include=("vectors",), columns=("created_at",))
+    # In columns as indexed fields are: ``created_at``, which the growth report groups by, and ``value.kind``,
+    # which the value breakdown of ``mongostore stats`` groups by (its default ``--breakdown``): counted in
+    # SQL, not by decoding every item.
+    items = LocalCollection(engine, collection_name, include=("vectors",), columns=("created_at", "value.kind"))
     vectors = LocalCollection(engine, vectors_name(collection_name), include=("item_id", "text_hash"))
     return items, vectors, items.backend
 
