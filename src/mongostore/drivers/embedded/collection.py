@@ -592,9 +592,9 @@ class LocalCollection:
                 if filt:
                     _matches(filt, {})  # a bad filter fails on an empty collection too
                 return []
-            covered = sq.covered_fields(plan)
+            covered = None if plan is None else plan.covered
             docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit, covered)]
-        if plan is None or (covered is not None and set(covered) == set(table.include) and plan[2]):
+        if plan is None or (covered is not None and set(covered) == set(table.include) and plan.keep_id):
             return docs  # no projection, or read from ``inc``: already just ``_id`` and those fields
         return [sq.project(d, plan) for d in docs]
 

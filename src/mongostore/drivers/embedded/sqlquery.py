@@ -23,7 +23,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 #: A date column value starts with BSON's date type byte; nothing else in a column is a BLOB.
 DATE_TAG = b"\x09"
@@ -31,6 +31,7 @@ _DATE = struct.Struct(">Q")
 _DATE_MIN = DATE_TAG  # below every date, above every string
 _DATE_END = b"\x0a"  # above every date
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
 
 
 class _Unplain(Exception):
@@ -42,9 +43,7 @@ def date_key(value: datetime) -> bytes:
     unsigned big-endian bytes sort as the dates do. A naive datetime is UTC, as pymongo reads it."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    delta = value - _EPOCH
-    ms = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-    return DATE_TAG + _DATE.pack(ms + (1 << 63))
+    return DATE_TAG + _DATE.pack((value - _EPOCH) // _MS + (1 << 63))  # floor, as BSON truncates microseconds
 
 
 def column_value(value: Any) -> tuple[Any, bool]:
@@ -92,6 +91,7 @@ def _operand(value: Any) -> Any:
 
 
 _UPWARD, _DOWNWARD = ("$gt", "$gte"), ("$lt", "$lte")
+_SIGNS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
 def _bounded(spec: Mapping[str, Any], ops: tuple[str, str], kind: type) -> bool:
@@ -105,8 +105,7 @@ def _comparison(q: str, op: str, operand: str | datetime, spec: Mapping[str, Any
     type (NULL never compares): above a string lie the dates, below a date the strings. That side is
     closed by the type's edge, unless ``spec`` bounds it with the same type: then the condition is one
     range SQLite can seek (an extra edge there made it seek the whole type instead)."""
-    sign = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
-    cond = f"{q} {sign} ?"
+    cond = f"{q} {_SIGNS[op]} ?"
     if isinstance(operand, str) and op in _UPWARD and not _bounded(spec, _DOWNWARD, str):
         cond += f" AND {q} < X'09'"
     elif isinstance(operand, datetime) and op in _DOWNWARD and not _bounded(spec, _UPWARD, datetime):
@@ -162,6 +161,21 @@ def _successor(prefix: str) -> str | None:
     return None
 
 
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # (a dict's check first: the ABC's is slow)
+
+
+def _maps(values: list[Any]) -> bool:
+    return all(map(_is_map, values))
+
+
+def _operators(spec: Any) -> bool:
+    """Is ``spec`` a non-empty document of ``$`` operators?"""
+    if not spec or not _is_map(spec):
+        return False
+    return all(type(key) is str and key[:1] == "$" for key in spec)
+
+
 class _Translator:
     def __init__(self, columns: Mapping[str, str]) -> None:
         self.columns = columns  # field -> column name, usable ones only
@@ -172,13 +186,13 @@ class _Translator:
         sql: list[str] = []
         residual: list[dict[str, Any]] = []
         for name, spec in filt.items():
-            if name == "$and" and isinstance(spec, list) and all(isinstance(s, Mapping) for s in spec):
+            if name == "$and" and type(spec) is list and _maps(spec):
                 for sub in spec:
                     s, r = self.conjunction(sub)
                     sql += s
                     residual += r
                 continue
-            if name == "$or" and isinstance(spec, list) and spec and all(isinstance(s, Mapping) for s in spec):
+            if name == "$or" and type(spec) is list and spec and _maps(spec):
                 mark = len(self.params)
                 branches = []
                 for sub in spec:
@@ -209,7 +223,7 @@ class _Translator:
         return sql, residual
 
     def field(self, col: str, spec: Any) -> tuple[str, bool]:
-        if isinstance(spec, Mapping) and spec and all(isinstance(k, str) and k.startswith("$") for k in spec):
+        if _operators(spec):
             conds: list[str] = []
             exact = True
             for op, operand in spec.items():
@@ -485,8 +499,19 @@ def counted_path(spec: Mapping[str, Any]) -> tuple[str, list[str]] | None:
 # --------------------------------------------------------------------------- projections
 
 
-def simple_projection(spec: Mapping[str, Any] | None) -> tuple[bool, list[list[str]], bool] | None:
-    """(inclusion, dotted paths, keep ``_id``) of a projection of 0/1 flags; None when it is anything more."""
+class Projection(NamedTuple):
+    """A projection of 0/1 flags: inclusion or exclusion of ``paths`` (dotted, split), whether ``_id`` is
+    kept, and ``covered``: the top-level fields an inclusion keeps besides ``_id`` (None for an exclusion
+    or a dotted path)."""
+
+    include: bool
+    paths: list[list[str]]
+    keep_id: bool
+    covered: tuple[str, ...] | None
+
+
+def simple_projection(spec: Mapping[str, Any] | None) -> Projection | None:
+    """A projection of 0/1 flags, parsed; None when it is anything more."""
     if not spec:
         return None
     try:
@@ -496,11 +521,11 @@ def simple_projection(spec: Mapping[str, Any] | None) -> tuple[bool, list[list[s
 
 
 @functools.lru_cache(maxsize=256)
-def _projection(items: tuple[tuple[str, Any], ...]) -> tuple[bool, list[list[str]], bool] | None:
+def _projection(items: tuple[tuple[str, Any], ...]) -> Projection | None:
     return _parse_projection(dict(items))
 
 
-def _parse_projection(spec: Mapping[str, Any]) -> tuple[bool, list[list[str]], bool] | None:
+def _parse_projection(spec: Mapping[str, Any]) -> Projection | None:
     include: bool | None = None
     paths: list[list[str]] = []
     keep_id = True
@@ -517,14 +542,9 @@ def _parse_projection(spec: Mapping[str, Any]) -> tuple[bool, list[list[str]], b
         elif include != on:
             raise ValueError(f"projection {dict(spec)!r} mixes inclusion and exclusion")
         paths.append(name.split("."))
-    return (keep_id if include is None else include), paths, keep_id
-
-
-def covered_fields(plan: tuple[bool, list[list[str]], bool] | None) -> tuple[str, ...] | None:
-    """The top-level fields an inclusion projection keeps besides ``_id``; None when it is not one."""
-    if plan is None or not plan[0] or any(len(p) != 1 for p in plan[1]):
-        return None
-    return tuple(p[0] for p in plan[1])
+    inclusion = keep_id if include is None else include
+    covered = tuple(p[0] for p in paths) if inclusion and all(len(p) == 1 for p in paths) else None
+    return Projection(inclusion, paths, keep_id, covered)
 
 
 def filter_fields(filt: Mapping[str, Any]) -> set[str] | None:
@@ -583,9 +603,9 @@ def _drop(doc: dict[str, Any], path: list[str]) -> None:
                 _drop(element, path[1:])
 
 
-def project(doc: dict[str, Any], plan: tuple[bool, list[list[str]], bool]) -> dict[str, Any]:
+def project(doc: dict[str, Any], plan: Projection) -> dict[str, Any]:
     """``doc`` through a ``simple_projection``, as MongoDB's find projects (``_id`` first when kept)."""
-    include, paths, keep_id = plan
+    include, paths, keep_id, _ = plan
     if include:
         out: dict[str, Any] = {"_id": doc["_id"]} if keep_id and "_id" in doc else {}
         for path in paths:
