@@ -170,25 +170,35 @@ def test_a_range_reads_only_its_rows(tmp_path: Path) -> None:
         assert steps({name: {"$gt": "k014999", "$lte": "k01509"}}, 10) < one + 400
 
 
+def _by_items(doc: dict[str, Any]) -> str:
+    return repr(sorted(doc.items()))
+
+
 def test_covered_reads_return_mongodbs_projection(tmp_path: Path) -> None:
     """A read of ``_id`` and included fields only comes from the rows' ``inc``, joined by SQLite into one
     BLOB, or row by row past SQLite's length limit: the same documents either way, as mongomock's."""
-    docs = [{"_id": f"k{i:03d}", "s": f"s{i % 7}", **({"v": [f"h{i}", i]} if i % 3 else {})} for i in range(200)]
+    docs = [
+        {"_id": f"k{i:03d}", "s": f"s{i % 7}", "w": i % 5, **({"v": [f"h{i}", i]} if i % 3 else {})} for i in range(200)
+    ]
     ours = LocalCollection(LocalDB(tmp_path, "q"), "c", include=("v",))
     ours.create_index([("s", 1)])
     ours.insert_many([dict(d) for d in docs])
     theirs = mongomock.MongoClient(tz_aware=True)["q"]["c"]
     theirs.insert_many([dict(d) for d in docs])
-    projection = {"_id": 1, "v": 1}
-    for filt in ({}, {"s": "s3"}, {"_id": {"$gte": "k050", "$lt": "k090"}}, {"s": "none"}):
-        expected = sorted(theirs.find(filt, projection), key=lambda d: d["_id"])
-        assert sorted(ours.find(filt, projection), key=lambda d: d["_id"]) == expected
+    # (a filter on ``w``, which is not included: the documents are read, then projected)
+    filters = ({}, {"s": "s3"}, {"_id": {"$gte": "k050", "$lt": "k090"}}, {"s": "none"}, {"w": 2})
+    for filt, projection in itertools.product(filters, ({"_id": 1, "v": 1}, {"_id": 0, "v": 1})):
+        expected = sorted(theirs.find(filt, projection), key=_by_items)
+        assert sorted(ours.find(filt, projection), key=_by_items) == expected
         with ours.engine.reading() as state:
             state.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 2000)  # below the joined BLOB, above each row
             try:
-                assert sorted(ours.find(filt, projection), key=lambda d: d["_id"]) == expected
+                assert sorted(ours.find(filt, projection), key=_by_items) == expected
             finally:
                 state.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000_000)
+    # sorted by a field without a column: sorted in Python, from the documents, then projected
+    sort = [("w", 1), ("_id", -1)]
+    assert list(ours.find({}, {"v": 1}).sort(sort)) == list(theirs.find({}, {"v": 1}).sort(sort))
 
 
 PIPELINES: list[list[dict[str, Any]]] = [

@@ -490,21 +490,54 @@ class LocalCollection:
         covered: Sequence[str] | None = None,
     ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
         """(document, id key, not-plain fields) of the matches, sorted and paged. ``covered``: only ``_id``
-        and these fields are wanted (None: the whole document); when they are included fields, and so are
-        the fields of what SQL leaves to decide, the rows' ``inc`` is read, not their documents (and the id
-        key may be None)."""
+        and these fields are wanted (None: the whole document); see ``_scan_from``."""
+        return self._scan_from(state, table, filt, sort, skip, limit, covered)[1]
+
+    def _scan_from(
+        self,
+        state: _Thread,
+        table: Table,
+        filt: Mapping[str, Any],
+        sort: Sequence[tuple[str, Any]] | None,
+        skip: int,
+        limit: int,
+        covered: Sequence[str] | None,
+    ) -> tuple[bool, Iterator[tuple[dict[str, Any], Any, str | None]]]:
+        """``_scan``, and whether it reads the rows' ``inc``, not their documents: when the ``covered`` fields
+        are included ones, and so are the fields of what SQL leaves to decide (its documents are then ``_id``
+        and the included fields each has, and the id key may be None)."""
         t = sq.translate(filt, table.usable)
         order = sq.order_by(sort, table.usable)
+        python_sort = bool(sort) and order is None
+        include = set(table.include)
+        from_inc = (
+            covered is not None
+            and set(covered) <= include
+            and not python_sort
+            and (t.residual is None or (sq.filter_fields(t.residual) or {"$"}) <= include | {"_id"})
+        )
+        return from_inc, self._rows(state, table, t, order, sort, skip, limit, from_inc)
+
+    def _rows(
+        self,
+        state: _Thread,
+        table: Table,
+        t: sq.Translation,
+        order: str | None,
+        sort: Sequence[tuple[str, Any]] | None,
+        skip: int,
+        limit: int,
+        from_inc: bool,
+    ) -> Iterator[tuple[dict[str, Any], Any, str | None]]:
+        """``_scan_from``'s rows."""
         rest = f'FROM "{table.tbl}" WHERE {t.where}' + (order or "")
         params = list(t.params)
         python_sort = bool(sort) and order is None
         residual = t.residual
-        include = set(table.include)
-        coverable = covered is not None and set(covered) <= include and not python_sort
         paged = f"{rest} LIMIT ? OFFSET ?" if limit or skip else rest  # when SQL decides the filter alone
         paged_params = [*params, limit or -1, skip] if limit or skip else params
         try:
-            if coverable and (residual is None or (sq.filter_fields(residual) or {"$"}) <= include | {"_id"}):
+            if from_inc:
                 if residual is None:
                     rest, params = paged, paged_params
                 docs: Iterable[tuple[dict[str, Any], Any, str | None]]
@@ -593,9 +626,15 @@ class LocalCollection:
                     _matches(filt, {})  # a bad filter fails on an empty collection too
                 return []
             covered = None if plan is None else plan.covered
-            docs = [doc for doc, _, _ in self._scan(state, table, filt, sort, skip, limit, covered)]
-        if plan is None or (covered is not None and set(covered) == set(table.include) and plan.keep_id):
-            return docs  # no projection, or read from ``inc``: already just ``_id`` and those fields
+            from_inc, rows = self._scan_from(state, table, filt, sort, skip, limit, covered)
+            docs = [doc for doc, _, _ in rows]
+        if plan is None:
+            return docs
+        if from_inc and set(covered or ()) == set(table.include):  # already ``_id`` and those fields
+            if not plan.keep_id:
+                for doc in docs:
+                    doc.pop("_id", None)
+            return docs
         return [sq.project(d, plan) for d in docs]
 
     def find(self, filter: Any = None, projection: Any = None, *args: Any, **options: Any) -> LocalCursor:
