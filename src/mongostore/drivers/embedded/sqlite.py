@@ -48,6 +48,9 @@ from mongostore.drivers.embedded.paths import check_db_name
 from mongostore.drivers.embedded.sqlquery import date_key, date_string
 from mongostore.errors import DamagedStoreFileError
 
+#: A new file's page size: 8 KB holds several 2 KB vector documents per page of a rowid table (4 KB held
+#: one) and an item up to 2 KB in place in its clustered table (``collection._table_sql``).
+PAGE_SIZE = 8192
 #: ``PRAGMA application_id`` of a local store file ("MSTO"), and its format version (``user_version``).
 APPLICATION_ID = 0x4D53544F
 FORMAT_VERSION = 1
@@ -170,6 +173,7 @@ class LocalDB:
         """Check the file is a local store of a version this code reads (creating it when empty)."""
         app = conn.execute("PRAGMA application_id").fetchone()[0]
         if app == 0:
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # (a new file's; no effect on one with tables)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 app = conn.execute("PRAGMA application_id").fetchone()[0]

@@ -49,7 +49,8 @@ def local_engine(path: str | os.PathLike[str] | None, db_name: str, collection_n
     # which the value breakdown of ``mongostore stats`` groups by (its default ``--breakdown``): counted in
     # SQL, not by decoding every item.
     items = LocalCollection(engine, collection_name, include=("vectors",), columns=("created_at", "value.kind"))
-    vectors = LocalCollection(engine, vectors_name(collection_name), include=("item_id", "text_hash"))
+    # Vectors in a rowid table: their documents hold their embeddings (``collection._table_sql``).
+    vectors = LocalCollection(engine, vectors_name(collection_name), include=("item_id", "text_hash"), clustered=False)
     return items, vectors, items.backend
 
 
