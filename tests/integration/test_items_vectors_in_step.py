@@ -242,6 +242,22 @@ async def test_a_ttl_refresh_on_read_against_the_sweep(store: Store) -> None:
     assert (await scored(store, "pizza with olives")) == [("k", 1.0)]
 
 
+async def test_a_ttl_refresh_against_a_put_that_drops_the_ttl(store: Store) -> None:
+    """A read with ``refresh_ttl`` of an item with a TTL; before its refresh lands, a put of the same text
+    without a TTL rewrites the vector and the item, neither expiring. The refresh must not give the vector
+    back an expiry the item no longer has: once it passed, the sweep removed the vector the item lists
+    (found by the randomized test below, under load)."""
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=0.005)])  # 0.3 s
+    read = Stepper(store, batch_plan(store, [GetOp(NS, "k", refresh_ttl=True)]))
+    await read.until_write()
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=None)])
+    await read.finish()
+    assert await out_of_step(store) == ([], [])
+    await sweep_after_grace(store)  # 10 minutes on: past any expiry the refresh could have set
+    assert await out_of_step(store) == ([], [])
+    assert (await scored(store, "pizza with olives")) == [("k", 1.0)]
+
+
 # --------------------------------------------------------------------------- several writers at random
 
 KEYS = [(("users", "alice", "memories"), "k1"), (("users", "erin"), "k2")]

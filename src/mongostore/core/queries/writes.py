@@ -221,9 +221,11 @@ def refresh_ttl_requests(
     role: Role, ids_by_ttl: Mapping[float, Sequence[str]], now: datetime, id_field: str = "_id"
 ) -> list[WriteRequest]:
     """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL); vectors
-    ``VECTOR_GRACE`` later. An item expired for half of it is not revived: its vectors may be gone."""
+    ``VECTOR_GRACE`` later. An item expired for half of it is not revived: its vectors may be gone. Only
+    vectors that expire are refreshed: a put landed since the read may have dropped the item's TTL, and
+    an expiry given back to its vector alone would remove what the item lists."""
     grace = VECTOR_GRACE if role == "vectors" else timedelta(0)
-    alive = {} if role == "vectors" else {"expires_at": {"$gt": now - VECTOR_GRACE / 2}}
+    alive = {"expires_at": {"$ne": None}} if role == "vectors" else {"expires_at": {"$gt": now - VECTOR_GRACE / 2}}
     return [
         WriteRequest(
             role,
