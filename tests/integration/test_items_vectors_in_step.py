@@ -29,7 +29,7 @@ from langgraph.store.base import GetOp, Op, PutOp, SearchOp
 from mongostore import AsyncMongoStore, MongoStore
 from mongostore.core import plan as _plan
 from mongostore.core import queries as q
-from mongostore.core.codec import text_hash
+from mongostore.core.codec import as_utc, text_hash
 from mongostore.core.steps import Find, Parallel, Write, WriteOutcome
 from mongostore.drivers.aio import run_async
 from mongostore.drivers.sync import run_sync
@@ -147,6 +147,13 @@ def snapshot_plan() -> Any:
     return items, vectors
 
 
+def expiries_plan() -> Any:
+    items, vectors = yield Parallel(
+        (Find("items", {}, {"ttl_minutes": 1, "expires_at": 1}), Find("vectors", {}, {"expires_at": 1}))
+    )
+    return items, vectors
+
+
 async def out_of_step(store: Store) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     """(listed hashes with no vector document, vector documents no item lists)."""
     items, vectors = await run(store, snapshot_plan())
@@ -256,6 +263,23 @@ async def test_a_ttl_refresh_against_a_put_that_drops_the_ttl(store: Store) -> N
     await sweep_after_grace(store)  # 10 minutes on: past any expiry the refresh could have set
     assert await out_of_step(store) == ([], [])
     assert (await scored(store, "pizza with olives")) == [("k", 1.0)]
+
+
+async def test_a_ttl_refresh_against_a_put_that_changes_the_ttl(store: Store) -> None:
+    """A read with ``refresh_ttl`` saw a 5-minute TTL; a put of the same text with 60 minutes lands before
+    the refresh: the item keeps the put's 60 minutes (the read's refresh does not shorten it), and its
+    vector still outlives it."""
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=5)])
+    read = Stepper(store, batch_plan(store, [GetOp(NS, "k", refresh_ttl=True)]))
+    await read.until_write()
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=60)])
+    await read.finish()
+    items, vectors = await run(store, expiries_plan())
+    [item] = items
+    [vector] = vectors
+    now = datetime.now(timezone.utc)
+    assert item["ttl_minutes"] == 60 and as_utc(item["expires_at"]) > now + timedelta(minutes=55)
+    assert as_utc(vector["expires_at"]) >= as_utc(item["expires_at"]) + q.VECTOR_GRACE - timedelta(seconds=5)
 
 
 # --------------------------------------------------------------------------- several writers at random

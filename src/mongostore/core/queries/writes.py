@@ -221,20 +221,23 @@ def refresh_ttl_requests(
     role: Role, ids_by_ttl: Mapping[float, Sequence[str]], now: datetime, id_field: str = "_id"
 ) -> list[WriteRequest]:
     """Reset ``expires_at`` from each item's own ``ttl_minutes`` (one update per distinct TTL); vectors
-    ``VECTOR_GRACE`` later. An item expired for half of it is not revived: its vectors may be gone. Only
-    vectors that expire are refreshed: a put landed since the read may have dropped the item's TTL, and
-    an expiry given back to its vector alone would remove what the item lists."""
-    grace = VECTOR_GRACE if role == "vectors" else timedelta(0)
-    alive = {"expires_at": {"$ne": None}} if role == "vectors" else {"expires_at": {"$gt": now - VECTOR_GRACE / 2}}
-    return [
-        WriteRequest(
-            role,
-            "update_many",
-            {id_field: {"$in": list(ids)}, **alive},
-            {"$set": {"expires_at": now + timedelta(minutes=ttl) + grace}},
-        )
-        for ttl, ids in sorted(ids_by_ttl.items())
-    ]
+    ``VECTOR_GRACE`` later. An item expired for half of it is not revived: its vectors may be gone.
+
+    A put may land between the read and this write. An item is refreshed only while it still has the TTL
+    the read saw (a put's new TTL stands). Vectors are refreshed only while they expire (a put that
+    dropped the TTL leaves them without, as its item) and never to an earlier time (``$max``: a put's
+    longer TTL stands): a vector's expiry never comes before its item's, which would remove what the
+    item lists."""
+    reqs = []
+    for ttl, ids in sorted(ids_by_ttl.items()):
+        at = now + timedelta(minutes=ttl)
+        if role == "vectors":
+            filt = {id_field: {"$in": list(ids)}, "expires_at": {"$ne": None}}
+            reqs.append(WriteRequest(role, "update_many", filt, {"$max": {"expires_at": at + VECTOR_GRACE}}))
+        else:
+            filt = {id_field: {"$in": list(ids)}, "ttl_minutes": ttl, "expires_at": {"$gt": now - VECTOR_GRACE / 2}}
+            reqs.append(WriteRequest(role, "update_many", filt, {"$set": {"expires_at": at}}))
+    return reqs
 
 
 def targeted_writes(requests: Sequence[WriteRequest]) -> list[WriteRequest]:
