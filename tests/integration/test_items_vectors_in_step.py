@@ -282,6 +282,38 @@ async def test_a_ttl_refresh_against_a_put_that_changes_the_ttl(store: Store) ->
     assert as_utc(vector["expires_at"]) >= as_utc(item["expires_at"]) + q.VECTOR_GRACE - timedelta(seconds=5)
 
 
+async def test_two_puts_of_one_text_with_and_without_a_ttl(store: Store) -> None:
+    """Both puts write the one vector document of their text; the TTL put's vector write lands after the
+    other's, the other's item write lands last (no TTL): the vector must not expire before its item
+    (found by the randomized test below, at 150 rounds)."""
+    await batch(store, [PutOp(NS, "k", {"text": "chess openings"})])
+    timed = Stepper(store, batch_plan(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=0.005)]))
+    plain = Stepper(store, batch_plan(store, [PutOp(NS, "k", {"text": "pizza with olives"})]))
+    await timed.until_write()
+    await plain.until_write()
+    await plain.land("vectors")
+    await timed.land("vectors")
+    await timed.land("items")
+    await plain.land("items")
+    await timed.finish()
+    await plain.finish()
+    await sweep_after_grace(store)  # 10 minutes on: past the TTL put's expiry
+    assert await out_of_step(store) == ([], [])
+    assert (await scored(store, "pizza with olives")) == [("k", 1.0)]
+
+
+async def test_the_sweep_takes_the_vectors_of_the_items_it_deletes(store: Store) -> None:
+    """A put without a TTL, then one of the same text with a TTL: the vector keeps the later expiry of
+    the two (none); once the item's TTL ran out past what a refresh revives, one sweep deletes the item
+    and its vector."""
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"})])
+    await batch(store, [PutOp(NS, "k", {"text": "pizza with olives"}, ttl=0.005)])  # 0.3 s
+    _, [vector] = await run(store, expiries_plan())
+    assert as_utc(vector["expires_at"]) == q.NO_EXPIRY
+    await sweep_after_grace(store)
+    assert await run(store, snapshot_plan()) == ([], [])
+
+
 # --------------------------------------------------------------------------- several writers at random
 
 KEYS = [(("users", "alice", "memories"), "k1"), (("users", "erin"), "k2")]

@@ -218,8 +218,9 @@ def test_pipelines_answer_as_mongodb(pair: tuple[LocalCollection, Any], pipeline
 
 def test_writes_leave_what_mongodb_leaves(tmp_path: Path) -> None:
     """Upserts (by ``_id`` and by other fields), update pipelines with ``$literal`` and ``$max``, ``$set`` /
-    ``$unset`` with dotted paths, an operator applied by mongomock (``$inc``), replace, deletes, and the
-    unordered batch's error for an ``_id`` change: the same documents and counts as mongomock's."""
+    ``$unset`` with dotted paths, ``$max`` / ``$min`` of dates, an operator applied by mongomock (``$inc``),
+    replace, deletes, and the unordered batch's error for an ``_id`` change: the same documents and counts
+    as mongomock's."""
     from pymongo import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, UpdateOne
     from pymongo.errors import BulkWriteError
 
@@ -239,6 +240,11 @@ def test_writes_leave_what_mongodb_leaves(tmp_path: Path) -> None:
         UpdateOne({"_id": "c"}, {"$set": {"_id": "d"}}),  # refused: _id is immutable
         DeleteOne({"s": "nothing"}),
         DeleteMany({"s": {"$regex": "^w"}}),
+        # $max / $min of dates (applied by the engine) onto a later, an earlier and a missing field (onto null:
+        # the next test; mongomock cannot compare across types)
+        InsertOne({"_id": "e", "t": T0}),
+        UpdateOne({"_id": "e"}, {"$max": {"t": T0 + timedelta(days=1), "u": T0}, "$min": {"w": T0}}),
+        UpdateOne({"_id": "e"}, {"$max": {"t": T0 - timedelta(days=1)}, "$min": {"w": T0 - timedelta(days=1)}}),
     ]
     outcomes = []
     for coll in (ours, theirs):
@@ -251,6 +257,15 @@ def test_writes_leave_what_mongodb_leaves(tmp_path: Path) -> None:
     assert outcomes[0] == outcomes[1] == ([7], 2, 1)
     assert sorted(ours.find({}), key=lambda d: d["_id"]) == sorted(theirs.find({}), key=lambda d: d["_id"])
     assert [d["_id"] for d in ours.find({"s": "yy"})] == ["b"]  # the replaced document's column moved too
+
+
+def test_max_and_min_of_a_date_onto_null_follow_bsons_order(tmp_path: Path) -> None:
+    """Null is below every date in BSON's comparison order (manual, "Comparison/Sort Order"): ``$max`` of a
+    date onto a null field sets it, ``$min`` leaves the null. (mongomock 4.3 raises TypeError on both.)"""
+    ours = LocalCollection(LocalDB(tmp_path, "w"), "c")
+    ours.insert_one({"_id": "n", "hi": None, "lo": None})
+    ours.update_one({"_id": "n"}, {"$max": {"hi": T0}, "$min": {"lo": T0}})
+    assert ours.find_one({"_id": "n"}) == {"_id": "n", "hi": T0, "lo": None}
 
 
 def _count_if(cond: dict[str, Any]) -> dict[str, Any]:

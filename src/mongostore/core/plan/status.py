@@ -38,7 +38,9 @@ def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") ->
     requests = [q.WriteRequest(role, "delete_many", expired) for role in roles]
     if with_vectors:
         cutoff = now - q.VECTOR_GRACE
-        stale = yield from stale_vectors_plan(items_collection, cutoff)
+        # The vectors of items this sweep deletes too, once no refresh can revive them (expired for half of
+        # VECTOR_GRACE): a vector that never expires (a put without a TTL wrote it) would outlive them.
+        stale = yield from stale_vectors_plan(items_collection, cutoff, dead_before=now - q.VECTOR_GRACE / 2)
         if stale:
             # Each one only if still not written since (a put that lists it again rewrites it).
             ids = {"item_id": {"$in": list({d["item_id"] for d in stale})}, "_id": {"$in": [d["_id"] for d in stale]}}
@@ -49,19 +51,25 @@ def sweep_plan(now: datetime, with_vectors: bool, items_collection: str = "") ->
     return outcome.deleted
 
 
-def stale_vectors_plan(items_collection: str, cutoff: datetime | None) -> Plan[list[dict[str, Any]]]:
+def stale_vectors_plan(
+    items_collection: str, cutoff: datetime | None, dead_before: datetime | None = None
+) -> Plan[list[dict[str, Any]]]:
     """The vector documents no item lists (``_id``, ``item_id``), written at or before ``cutoff``
-    (None: whenever): ``q.stale_vectors_pipeline`` on a server; on an engine in this process two
-    plain reads of what its indexes hold (the age is left to the caller's delete filter)."""
+    (None: whenever), an item expired at ``dead_before`` listing none: ``q.stale_vectors_pipeline`` on a
+    server; on an engine in this process two plain reads of what its indexes hold (the age is left to
+    the caller's delete filter)."""
     caps: Capabilities = yield ServerInfo()
     if not caps.emulated:
         found: list[dict[str, Any]] = yield Aggregate(
-            "vectors", q.stale_vectors_pipeline(items_collection, cutoff), LARGE_BATCH
+            "vectors", q.stale_vectors_pipeline(items_collection, cutoff, dead_before), LARGE_BATCH
         )
         return found
+    listing: dict[str, Any] = {"vectors": {"$exists": True}}
+    if dead_before is not None:
+        listing["expires_at"] = {"$not": {"$lte": dead_before}}
     items, vectors = yield Parallel(
         (
-            Find("items", {"vectors": {"$exists": True}}, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
+            Find("items", listing, {"_id": 1, "vectors": 1}, batch_size=LARGE_BATCH),
             Find("vectors", {}, {"_id": 1, "item_id": 1, "text_hash": 1}, batch_size=LARGE_BATCH),
         )
     )

@@ -11,7 +11,7 @@ from mongostore.config import RecencySettings
 from mongostore.core.codec import ITEM_PROJECTION, namespace_path
 from mongostore.core.queries.filters import ITEM_SORT, LOGICAL_OPS, all_of, not_expired, search_filter, value_filter
 from mongostore.core.queries.sharding import shard_range_filter
-from mongostore.core.queries.writes import float32_vector
+from mongostore.core.queries.writes import NO_EXPIRY, float32_vector
 from mongostore.core.scoring import blend_expression
 
 
@@ -333,25 +333,34 @@ def items_missing_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[
     return sum(1 for d in items if d.get("vectors") and not set(d["vectors"]) <= held.get(d["_id"], set()))
 
 
-def stale_vectors_pipeline(items_collection: str, cutoff: datetime | None) -> list[dict[str, Any]]:
+def stale_vectors_pipeline(
+    items_collection: str, cutoff: datetime | None, dead_before: datetime | None = None
+) -> list[dict[str, Any]]:
     """Vector documents whose item does not list their hash (or is gone), written at or before
     ``cutoff`` (None: whenever): ``{_id, item_id}`` each. A put lists a hash only with its vector
     written in the same request, so one of these older than ``VECTOR_GRACE`` stays unlisted
-    (``stale_vectors_request``, docs/decisions.md "Issue 34 (parts 1-2)")."""
+    (``stale_vectors_request``, docs/decisions.md "Issue 34 (parts 1-2)"). ``dead_before``: an item
+    that expired then lists nothing (the sweep: it deletes that item in the same write, and no
+    refresh revives it, ``refresh_ttl_requests``)."""
     pipeline: list[dict[str, Any]] = [{"$match": {"updated_at": {"$lte": cutoff}}}] if cutoff is not None else []
     listed = {"$ifNull": [{"$arrayElemAt": ["$_item.vectors", 0]}, []]}
+    # $eq false, not $not: mongomock 4.3's $not answers false for everything.
+    unlisted: dict[str, Any] = {"$eq": [{"$in": ["$text_hash", listed]}, False]}
+    if dead_before is not None:
+        expiry = {"$ifNull": [{"$arrayElemAt": ["$_item.expires_at", 0]}, NO_EXPIRY]}
+        unlisted = {"$or": [unlisted, {"$lte": [expiry, dead_before]}]}
     return [
         *pipeline,
         {"$lookup": {"from": items_collection, "localField": "item_id", "foreignField": "_id", "as": "_item"}},
-        # $eq false, not $not: mongomock 4.3's $not answers false for everything.
-        {"$match": {"$expr": {"$eq": [{"$in": ["$text_hash", listed]}, False]}}},
+        {"$match": {"$expr": unlisted}},
         {"$project": {"_id": 1, "item_id": 1}},
     ]
 
 
 def unlisted_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[Mapping[str, Any]]) -> list[Any]:
     """``stale_vectors_pipeline``'s documents from the items' listed hashes and the vectors, read as
-    they are (an engine in this process: two plain reads, no ``$lookup`` per vector)."""
+    they are (an engine in this process: two plain reads, no ``$lookup`` per vector; ``dead_before``:
+    the items read leave out those that expired then)."""
     listed = {(d["_id"], h) for d in items for h in d.get("vectors") or ()}
     return [v for v in vectors if (v["item_id"], v["text_hash"]) not in listed]
 

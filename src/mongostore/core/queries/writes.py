@@ -109,6 +109,8 @@ ABSENT = Revision(datetime.min.replace(tzinfo=timezone.utc), datetime.min.replac
 # is one no write in flight can list, and expired items' vectors expire this much later than their items
 # (a TTL refresh landing meanwhile still finds them).
 VECTOR_GRACE = timedelta(minutes=10)
+#: The expiry of a vector document whose item has no TTL: never (a date, so that ``$max`` keeps it).
+NO_EXPIRY = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)
 
 
 def delete_item_requests(
@@ -185,7 +187,9 @@ def put_vector_request(
     beside it lists the hash, and ``updated_at`` now keeps it from removal for ``VECTOR_GRACE``
     (``stale_vectors_request``). ``_id`` is ``vector_id`` (one document per text, so two writers'
     texts never overwrite each other) unless ``vid`` names the stored one; the expiry is the item's
-    plus ``VECTOR_GRACE``."""
+    plus ``VECTOR_GRACE`` or a later one already there (``NO_EXPIRY`` without a TTL): a vector whose item
+    lost its TTL or got a shorter one outlives it, until the item is deleted or the sweep finds it
+    unlisted."""
     iid = iid or item_id(namespace, key)
     set_: dict[str, Any] = {
         "item_id": iid,
@@ -199,17 +203,17 @@ def put_vector_request(
         set_["value"] = dict(value_fields)
     else:
         unset["value"] = ""
-    if ttl_minutes is not None:
-        set_["expires_at"] = now + timedelta(minutes=ttl_minutes) + VECTOR_GRACE
-    else:
-        unset["expires_at"] = ""
     if embedding is None:
         unset["embedding"] = ""
     else:
         set_["embedding"] = embedding if isinstance(embedding, Binary) else float32_vector(embedding)
     if text is not None:
         set_["text"] = text  # retrieval.TEXT_PATH
-    update: dict[str, Any] = {"$set": set_}
+    # Every put of this text writes this one document, each with its own TTL (or none), while only the last
+    # item write stands: the expiry is the latest any of them asked (``$max``; no TTL is NO_EXPIRY), so that it
+    # never comes before the item's, whichever writer's item lands last.
+    expires = NO_EXPIRY if ttl_minutes is None else now + timedelta(minutes=ttl_minutes) + VECTOR_GRACE
+    update: dict[str, Any] = {"$set": set_, "$max": {"expires_at": expires}}
     if unset:
         update["$unset"] = unset
     return WriteRequest(

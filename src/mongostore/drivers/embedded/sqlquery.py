@@ -655,9 +655,16 @@ def _set_path(doc: dict[str, Any], name: str, value: Any) -> None:
 
 
 def apply_fields(doc: dict[str, Any], update: Mapping[str, Any], inserting: bool) -> bool:
-    """Apply ``$set`` / ``$unset`` / ``$setOnInsert`` in place; False when the update holds another operator."""
-    if any(op not in ("$set", "$unset", "$setOnInsert") for op in update):
+    """Apply ``$set`` / ``$unset`` / ``$setOnInsert`` in place, and ``$max`` / ``$min`` of a tz-aware date on
+    a top-level field that is missing, null or such a date; False (nothing changed) when the update holds
+    anything else: BSON's whole order across types is mongomock's to apply."""
+    if any(op not in ("$set", "$unset", "$setOnInsert", "$max", "$min") for op in update):
         return False
+    for op in ("$max", "$min"):
+        for name, value in (update.get(op) or {}).items():
+            current = doc.get(name)
+            if "." in name or not _aware_date(value) or not (current is None or _aware_date(current)):
+                return False
     for name, value in (update.get("$set") or {}).items():
         _set_path(doc, name, value)
     if inserting:
@@ -665,4 +672,14 @@ def apply_fields(doc: dict[str, Any], update: Mapping[str, Any], inserting: bool
             _set_path(doc, name, value)
     for name in update.get("$unset") or {}:
         _drop(doc, name.split("."))
+    for name, value in (update.get("$max") or {}).items():  # null and missing are below every date
+        if doc.get(name) is None or value > doc[name]:
+            doc[name] = value
+    for name, value in (update.get("$min") or {}).items():  # a missing field is set, a null one is lower
+        if name not in doc or (doc[name] is not None and value < doc[name]):
+            doc[name] = value
     return True
+
+
+def _aware_date(value: Any) -> bool:
+    return isinstance(value, datetime) and value.tzinfo is not None
