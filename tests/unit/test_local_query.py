@@ -418,8 +418,10 @@ def test_growth_per_period_is_grouped_in_sql(tmp_path: Path, monkeypatch: pytest
     # one of SQL's buckets of 2**24 ms, which is then split at midnight.
     ms = timedelta(milliseconds=1)
     dates += [m + d for m in (T0, T0 + timedelta(days=4), T0 + timedelta(days=5)) for d in (-ms, 0 * ms, ms)]
+    # 60 midnights in a row, a bucket across each: split by one scan, not one per bucket
+    dates += [T0 + timedelta(days=100 + n) + d for n in range(60) for d in (-ms, ms)]
     docs = [
-        {"_id": f"{i:02d}", "created_at": at, "updated_at": at + timedelta(days=i % 3)} for i, at in enumerate(dates)
+        {"_id": f"{i:03d}", "created_at": at, "updated_at": at + timedelta(days=i % 3)} for i, at in enumerate(dates)
     ]
     ours = LocalCollection(LocalDB(tmp_path, "g"), "c", columns=("created_at",))
     ours.create_index([("updated_at", 1)])
@@ -430,12 +432,14 @@ def test_growth_per_period_is_grouped_in_sql(tmp_path: Path, monkeypatch: pytest
     ours.engine._thread().conn.set_trace_callback(seen.append)
     for period in ("day", "week", "month"):
         pipeline = growth_pipeline(period)  # type: ignore[arg-type]
+        mark = len(seen)
         with monkeypatch.context() as patch:
             _ours_only(patch)
             got = list(ours.aggregate(pipeline))
         want = list(theirs.aggregate(pipeline))
         assert [{k: _rows(v) for k, v in d.items()} for d in got] == [{k: _rows(v) for k, v in d.items()} for d in want]
         assert got[0]["created"]
+        assert len([s for s in seen[mark:] if "GROUP BY" in s]) <= 4  # two per facet: buckets, then the splits
     assert not [s for s in seen if "doc" in s.split("FROM")[0]]
     assert not [s for s in seen if "mongo_date_string" in s]  # day formats: once per bucket, in Python
     ours.insert_one({"_id": "none", "created_at": None, "updated_at": T0})

@@ -827,14 +827,16 @@ class LocalCollection:
         """A group by a format of a date column's day, its sums added up from SQL's groups by the column's
         leading bytes (``sqlquery.DATE_BUCKET``: each spans under a day), so that the format runs once per
         bucket, not once per row: a bucket whose first and last dates format alike is one group (every day
-        between them formats so); one across two days that format apart is split at midnight in SQL."""
+        between them formats so); the buckets across two days that format apart are split at their
+        midnights by one more scan (a store active every day has one such bucket a day)."""
         assert group.by_day is not None
         col, fmt = group.by_day
-        sums = [*group.select, "count(*)"]
+        sums = ", ".join([*group.select, "count(*)"])
         where = f'FROM "{table.tbl}" WHERE {t.where}'
         bucket = f'substr("{col}", 1, {sq.DATE_BUCKET})'
-        sql = f'SELECT min("{col}"), max("{col}"), {", ".join(sums)} {where} GROUP BY {bucket}'
+        sql = f'SELECT min("{col}"), max("{col}"), {sums} {where} GROUP BY {bucket}'
         out: dict[str | None, list[int]] = {}
+        across: dict[bytes, tuple[bytes, str | None, str | None]] = {}  # bucket -> (midnight, early, late)
 
         def add(name: str | None, values: Sequence[int]) -> None:
             if values[-1]:  # no document, no group
@@ -847,15 +849,24 @@ class LocalCollection:
                 early, late = sq.date_string(first, fmt), sq.date_string(last, fmt)
                 if early == late:
                     add(early, values)
-                    continue
-                midnight = sq.day_start_key(last)
-                split = f'SELECT "{col}" >= ?, {", ".join(sums)} {where} AND {bucket} = ? GROUP BY 1'
-                args = [midnight, *group.params, *t.params, last[: sq.DATE_BUCKET]]
-                for after, *part in state.conn.execute(split, args).fetchall():
+                else:
+                    across[last[: sq.DATE_BUCKET]] = (sq.day_start_key(last), early, late)
+            buckets = list(across)
+            for at in range(0, len(buckets), 200):  # 600 parameters: under SQLite's oldest limit of 999
+                chunk = buckets[at : at + 200]
+                case = " ".join("WHEN ? THEN ?" for _ in chunk)
+                marks = ", ".join("?" * len(chunk))
+                split = (
+                    f'SELECT {bucket}, "{col}" >= CASE {bucket} {case} END, {sums} {where} '
+                    f"AND {bucket} IN ({marks}) GROUP BY 1, 2"
+                )
+                args = [*(v for b in chunk for v in (b, across[b][0])), *group.params, *t.params, *chunk]
+                for key, after, *part in state.conn.execute(split, args).fetchall():
+                    _, early, late = across[key]
                     add(late if after else early, part)
         except (ValueError, sqlite3.OperationalError):  # not a date, or out of range: mongomock decides
             return None
-        return [{"_id": name, **dict(zip(group.fields, values, strict=False))} for name, values in out.items()]
+        return [{"_id": name, **dict(zip(group.fields, values[:-1], strict=True))} for name, values in out.items()]
 
     def _counted(
         self, state: _Thread, table: Table, filt: Mapping[str, Any], spec: Mapping[str, Any]
