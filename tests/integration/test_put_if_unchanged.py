@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -73,36 +74,31 @@ def test_eight_threads_with_one_expected_item_make_one_winner(kind: str, tmp_pat
     for round_ in range(5):
         store.put(("u",), "k", {"text": f"base {round_}"})
         read = store.get(("u",), "k")
-        barrier = threading.Barrier(8)
-        wins: list[bool] = []
-
-        def go(i: int, read: Item | None = read, barrier: threading.Barrier = barrier, wins: list[bool] = wins) -> None:
-            barrier.wait()
-            wins.append(store.put_if_unchanged(("u",), "k", {"text": f"t{i}"}, expected=read))
-
-        threads = [threading.Thread(target=go, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=30)
+        wins = _race(lambda i, read=read: store.put_if_unchanged(("u",), "k", {"text": f"t{i}"}, expected=read))
         assert sorted(wins) == [False] * 7 + [True]
         winner = store.get(("u",), "k")
         assert winner is not None and winner.value["text"].startswith("t")
         assert [i.key for i in store.search(("u",), query=winner.value["text"])][:1] == ["k"]
     # create-only races too
-    created: list[bool] = []
-    barrier = threading.Barrier(8)
+    created = _race(lambda i: store.put_if_unchanged(("u",), "new", {"text": f"n{i}"}, expected=None))
+    assert sorted(created) == [False] * 7 + [True]
 
-    def create(i: int) -> None:
+
+def _race(call: Callable[[int], bool], n: int = 8) -> list[bool]:
+    """``call(i)`` from ``n`` threads released together; their answers."""
+    barrier = threading.Barrier(n)
+    answers: list[bool] = []
+
+    def go(i: int) -> None:
         barrier.wait()
-        created.append(store.put_if_unchanged(("u",), "new", {"text": f"n{i}"}, expected=None))
+        answers.append(call(i))
 
-    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
-    assert sorted(created) == [False] * 7 + [True]
+    return answers
 
 
 async def test_eight_async_callers_make_one_winner(tmp_path: Any) -> None:
