@@ -359,8 +359,8 @@ def stale_vectors_pipeline(
 
 def unlisted_vectors(items: Iterable[Mapping[str, Any]], vectors: Iterable[Mapping[str, Any]]) -> list[Any]:
     """``stale_vectors_pipeline``'s documents from the items' listed hashes and the vectors, read as
-    they are (an engine in this process: two plain reads, no ``$lookup`` per vector; ``dead_before``:
-    the items read leave out those that expired then)."""
+    they are (an engine in this process: two plain reads, no ``$lookup`` per vector; for ``dead_before``,
+    the caller reads no item that expired then)."""
     listed = {(d["_id"], h) for d in items for h in d.get("vectors") or ()}
     return [v for v in vectors if (v["item_id"], v["text_hash"]) not in listed]
 

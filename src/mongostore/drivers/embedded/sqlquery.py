@@ -405,15 +405,22 @@ def _format_date(ms: int, fmt: str) -> str:
     return value.strftime(fmt)
 
 
+def _null_merged(key: Any) -> Any:
+    """A group key without ``{$ifNull: [<expression>, null]}`` around it: grouping by a field already makes
+    its null and missing one group. Raises ``_Unplain`` for any other ``$ifNull``."""
+    if isinstance(key, Mapping) and list(key) == ["$ifNull"] and isinstance(key["$ifNull"], list):
+        if key["$ifNull"][1:] != [None]:
+            raise _Unplain
+        return key["$ifNull"][0]
+    return key
+
+
 def _group_key(key: Any, columns: Mapping[str, str], params: list[Any]) -> tuple[str, str | None]:
     """The SQL expression of a ``$group`` ``_id``: a plain column (or ``{$ifNull: [column, null]}``: the
     column holds NULL for null and missing alike, and a group by ``"$f"`` makes them one group too), or
     ``$dateToString`` of one in UTC with the specifiers ``_DATE_FORMAT`` allows; raises ``_Unplain`` for
     anything else. Also the column a ``$dateToString`` formats, if it is that."""
-    if isinstance(key, Mapping) and list(key) == ["$ifNull"] and isinstance(key["$ifNull"], list):
-        if key["$ifNull"][1:] != [None]:
-            raise _Unplain
-        key = key["$ifNull"][0]
+    key = _null_merged(key)
     if isinstance(key, str) and key.startswith("$") and key[1:] in columns:
         return f'"{columns[key[1:]]}"', None
     if isinstance(key, Mapping) and list(key) == ["$dateToString"] and isinstance(key["$dateToString"], Mapping):
@@ -483,11 +490,10 @@ def counted_path(spec: Mapping[str, Any]) -> tuple[str, list[str]] | None:
     """(the dotted path, the output fields) of a ``$group`` that counts documents (``$sum: 1`` only) by
     one field (``"$f"`` or ``{$ifNull: ["$f", null]}``: missing and null are one group, as MongoDB
     makes them); None for anything else."""
-    key = spec.get("_id")
-    if isinstance(key, Mapping) and list(key) == ["$ifNull"] and isinstance(key["$ifNull"], list):
-        if key["$ifNull"][1:] != [None]:
-            return None
-        key = key["$ifNull"][0]
+    try:
+        key = _null_merged(spec.get("_id"))
+    except _Unplain:
+        return None
     if not (isinstance(key, str) and key.startswith("$") and not key.startswith("$$") and len(key) > 1):
         return None
     fields = [name for name in spec if name != "_id"]
